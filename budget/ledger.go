@@ -1,0 +1,75 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrExceeded is returned (wrapped in a *failure.Error with reason
+// budget_exceeded by the run layer) when a reservation does not fit in one of
+// its scopes.
+var ErrExceeded = errors.New("budget: reservation exceeds the limit")
+
+// ErrUnknownReservation is returned by Settle and Release for an id that was
+// never reserved, or was already settled, released or expired.
+var ErrUnknownReservation = errors.New("budget: unknown reservation")
+
+// Scope names one pool of money: "run:<run id>" or
+// "tenant:<name>:<period>" where period is "2026-11" (month) or "2026-11-29"
+// (day), UTC. Use RunScope and TenantScope to build them.
+type Scope string
+
+// ScopeLimit is a scope and the most that may be spent in it. A Limit of 0
+// or less means unlimited: the spend is still recorded.
+type ScopeLimit struct {
+	Scope Scope
+	Limit USD
+}
+
+// Reservation holds money back before a spend. ID is chosen by the caller
+// and must be unique; Owner names the process (so an operator can see whose
+// reservations expired); ExpiresAt is when an unsettled reservation is
+// released by ExpireReservations (a process that died leaves none behind).
+type Reservation struct {
+	ID        string
+	Owner     string
+	Scopes    []ScopeLimit
+	Amount    USD
+	ExpiresAt time.Time
+}
+
+// Balance is the state of one scope: Settled is money spent, Reserved is
+// money held by open reservations.
+type Balance struct {
+	Scope    Scope
+	Settled  USD
+	Reserved USD
+}
+
+// Ledger is the store-side half of the budget: atomic reserve, settle and
+// release across several scopes. Implementations (store/sqlite,
+// store/postgres) guarantee that concurrent Reserve calls from any number of
+// goroutines and processes never let Settled+Reserved of a scope pass its
+// limit; they are safe for concurrent use.
+type Ledger interface {
+	// Reserve holds r.Amount in every scope of r, or in none: when any
+	// scope's Settled+Reserved+Amount would pass its limit it returns an
+	// error wrapping ErrExceeded and changes nothing.
+	Reserve(ctx context.Context, r Reservation) error
+	// Settle replaces the reservation id by the actual spend in all of its
+	// scopes. actual may be above the reserved amount (the spend happened);
+	// it is recorded as is.
+	Settle(ctx context.Context, id string, actual USD) error
+	// Release drops the reservation id without spending.
+	Release(ctx context.Context, id string) error
+	// ExpireReservations releases every reservation whose ExpiresAt is
+	// before now, returning how many it released.
+	ExpireReservations(ctx context.Context, now time.Time) (int, error)
+	// Balance returns the state of a scope (zero for an unknown scope).
+	Balance(ctx context.Context, s Scope) (Balance, error)
+	// MarkAlert records that threshold (a fraction such as 0.8) was crossed
+	// in scope s and reports whether this is the first time, so each alert
+	// fires once per scope (and so once per period).
+	MarkAlert(ctx context.Context, s Scope, threshold float64) (first bool, err error)
+}

@@ -1,0 +1,227 @@
+// Package store defines what belay keeps: runs, spans, the budget ledger,
+// idempotency records, approvals, kill flags and golden traces. Backends are
+// store/sqlite (embedded, the default) and store/postgres (shared by several
+// replicas); store/storetest is the conformance suite both pass.
+//
+// Every method is safe for concurrent use. Every write is atomic: it is
+// applied whole or not at all.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/trace"
+)
+
+// ErrNotFound is returned for a run, approval or golden trace that does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrConflict is returned when a write loses to a concurrent one (an approval
+// decided twice, an idempotency record completed by another owner).
+var ErrConflict = errors.New("store: conflict")
+
+// Store is everything belay keeps. Open one with store/open.Open(url).
+type Store interface {
+	budget.Ledger
+	Runs
+	Spans
+	Idempotency
+	Approvals
+	Kills
+	Goldens
+	// Close releases connections. Further calls fail.
+	Close() error
+}
+
+// RunStatus is a run's state. A run is "running" until it ends
+// "succeeded", "failed" or "stopped" (with a StopReason).
+type RunStatus string
+
+const (
+	RunRunning   RunStatus = "running"
+	RunSucceeded RunStatus = "succeeded"
+	RunFailed    RunStatus = "failed"
+	RunStopped   RunStatus = "stopped"
+)
+
+// Limits bound a run. Zero means unlimited for each field.
+type Limits struct {
+	MaxTurns  int           `json:"max_turns,omitempty"`
+	Deadline  time.Duration `json:"deadline,omitempty"`
+	MaxTokens int64         `json:"max_tokens,omitempty"`
+	MaxCost   budget.USD    `json:"max_cost,omitempty"`
+}
+
+// Run is the stored record of one run, with its counters.
+type Run struct {
+	ID            string            `json:"id"`
+	Tenant        string            `json:"tenant"`
+	Agent         string            `json:"agent,omitempty"`
+	AgentVersion  string            `json:"agent_version,omitempty"`
+	PromptVersion string            `json:"prompt_version,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Limits        Limits            `json:"limits"`
+	Status        RunStatus         `json:"status"`
+	StopReason    string            `json:"stop_reason,omitempty"`
+	Error         string            `json:"error,omitempty"`
+	Started       time.Time         `json:"started"`
+	Ended         time.Time         `json:"ended,omitzero"`
+	Turns         int               `json:"turns"`
+	ToolCalls     int               `json:"tool_calls"`
+	InputTokens   int64             `json:"input_tokens"`
+	OutputTokens  int64             `json:"output_tokens"`
+	Cost          budget.USD        `json:"cost"`
+}
+
+// RunFilter selects runs for ListRuns; zero fields match everything. Runs
+// come newest first; Limit 0 means 100.
+type RunFilter struct {
+	Tenant string
+	Status RunStatus
+	Since  time.Time
+	Limit  int
+}
+
+// Runs stores run records.
+type Runs interface {
+	// CreateRun inserts r; an existing id is ErrConflict.
+	CreateRun(ctx context.Context, r Run) error
+	// UpdateRun replaces the stored record of r.ID (ErrNotFound if absent).
+	UpdateRun(ctx context.Context, r Run) error
+	GetRun(ctx context.Context, id string) (Run, error)
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
+}
+
+// Spans stores trace spans.
+type Spans interface {
+	// WriteSpans stores a batch in one transaction. A span whose SpanID is
+	// already stored replaces it (a span may be written when it starts and
+	// again when it ends).
+	WriteSpans(ctx context.Context, spans []trace.Span) error
+	// RunSpans returns a run's spans ordered by start time, then span id.
+	RunSpans(ctx context.Context, runID string) ([]trace.Span, error)
+}
+
+// ClaimState is the state of an idempotency key after Claim.
+type ClaimState string
+
+const (
+	// ClaimNew: the caller now owns the key and must run the effect, then
+	// Complete it.
+	ClaimNew ClaimState = "new"
+	// ClaimCompleted: the effect already ran; Result holds its stored result.
+	ClaimCompleted ClaimState = "completed"
+	// ClaimInFlight: another live owner holds the key (its lease has not
+	// expired).
+	ClaimInFlight ClaimState = "in_flight"
+	// ClaimExpired: an owner took the key and its lease expired without
+	// completing: the effect may or may not have happened (outcome unknown).
+	// Claim does not take such a key; TakeOver does.
+	ClaimExpired ClaimState = "expired"
+)
+
+// Claim is the answer to an idempotency claim.
+type Claim struct {
+	Key      string
+	State    ClaimState
+	Owner    string // the owner holding or having completed the key
+	Result   []byte // for ClaimCompleted
+	IsError  bool   // the stored result is a failure the tool returned
+	LeaseEnd time.Time
+}
+
+// Idempotency is the ledger of tool side effects.
+type Idempotency interface {
+	// Claim takes key for owner with a lease until now+lease if it is free,
+	// and otherwise reports what holds it.
+	Claim(ctx context.Context, key, owner string, lease time.Duration, now time.Time) (Claim, error)
+	// TakeOver takes an expired key for owner (for tools declared safe to
+	// repeat); it is ErrConflict if the key is not expired.
+	TakeOver(ctx context.Context, key, owner string, lease time.Duration, now time.Time) (Claim, error)
+	// Complete stores the result of the effect; only the owner may complete
+	// (ErrConflict otherwise).
+	Complete(ctx context.Context, key, owner string, result []byte, isError bool) error
+	// Abandon frees a key whose effect is known not to have happened (the
+	// tool failed before any side effect), so a later claim runs it.
+	Abandon(ctx context.Context, key, owner string) error
+}
+
+// ApprovalState is the state of an approval request.
+type ApprovalState string
+
+const (
+	ApprovalPending  ApprovalState = "pending"
+	ApprovalApproved ApprovalState = "approved"
+	ApprovalDenied   ApprovalState = "denied"
+	ApprovalExpired  ApprovalState = "expired"
+)
+
+// Approval is a request for a human (or a rule) to allow an irreversible
+// tool call, stored with the exact arguments.
+type Approval struct {
+	ID        string        `json:"id"`
+	RunID     string        `json:"run_id"`
+	Tenant    string        `json:"tenant"`
+	Tool      string        `json:"tool"`
+	Arguments []byte        `json:"arguments"`
+	State     ApprovalState `json:"state"`
+	Requested time.Time     `json:"requested"`
+	Decided   time.Time     `json:"decided,omitzero"`
+	DecidedBy string        `json:"decided_by,omitempty"`
+	Note      string        `json:"note,omitempty"`
+}
+
+// Approvals is the stored approval queue.
+type Approvals interface {
+	CreateApproval(ctx context.Context, a Approval) error
+	GetApproval(ctx context.Context, id string) (Approval, error)
+	// ListApprovals returns approvals in state (all when empty), oldest first.
+	ListApprovals(ctx context.Context, state ApprovalState) ([]Approval, error)
+	// DecideApproval moves a pending approval to state (approved, denied or
+	// expired) once; deciding a decided approval is ErrConflict.
+	DecideApproval(ctx context.Context, id string, state ApprovalState, by, note string, at time.Time) (Approval, error)
+}
+
+// KillTarget is what a kill flag applies to.
+type KillTarget string
+
+const (
+	KillAll        KillTarget = "all"
+	KillRun        KillTarget = "run"
+	KillTenant     KillTarget = "tenant"
+	KillTool       KillTarget = "tool"
+	KillModel      KillTarget = "model"      // a model alias or model name
+	KillDeployment KillTarget = "deployment" // one deployment
+)
+
+// Kill is one kill flag. Name is empty for KillAll.
+type Kill struct {
+	Target KillTarget `json:"target"`
+	Name   string     `json:"name"`
+	Reason string     `json:"reason,omitempty"`
+	By     string     `json:"by,omitempty"`
+	At     time.Time  `json:"at"`
+}
+
+// Kills stores kill flags. Backends that can push changes (PostgreSQL
+// LISTEN/NOTIFY) also implement KillWatcher.
+type Kills interface {
+	SetKill(ctx context.Context, k Kill) error
+	ClearKill(ctx context.Context, target KillTarget, name string) error
+	ListKills(ctx context.Context) ([]Kill, error)
+}
+
+// KillWatcher is implemented by stores that push kill flag changes; the
+// channel receives a value after any change and is closed when ctx ends.
+type KillWatcher interface {
+	WatchKills(ctx context.Context) (<-chan struct{}, error)
+}
+
+// Goldens stores named golden traces (canonical span lists).
+type Goldens interface {
+	SaveGolden(ctx context.Context, name string, runID string, canonical []byte) error
+	Golden(ctx context.Context, name string) (canonical []byte, runID string, err error)
+}
