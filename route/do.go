@@ -1,0 +1,317 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/belay-run/belay/breaker"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/retry"
+)
+
+// Attempt records one call to one deployment, for traces.
+type Attempt struct {
+	Deployment string
+	// Start is when the call began; Duration how long it took.
+	Start    time.Time
+	Duration time.Duration
+	// Failure is the classified failure, nil for a success.
+	Failure *failure.Error
+	// Wait is the backoff or server-requested delay slept before the call
+	// (zero for the first call on a deployment).
+	Wait time.Duration
+	// Breaker is the deployment's breaker state when it admitted the call
+	// (Closed or HalfOpen).
+	Breaker breaker.State
+}
+
+// inlineAttempts is how many attempts a Result holds without allocating.
+const inlineAttempts = 4
+
+// Result describes one Do call, whether it succeeded or not.
+type Result struct {
+	// Deployment is the deployment that served the call; nil on failure.
+	Deployment *Deployment
+	// Degraded is true when the call was served by other than the alias's
+	// first deployment: after a fallback for any reason (degraded failure,
+	// open breaker, retries used up, context-window or content fallback).
+	Degraded bool
+
+	n      int
+	inline [inlineAttempts]Attempt
+	more   []Attempt
+
+	nRefused    int
+	refused     [inlineAttempts]string
+	moreRefused []string
+}
+
+// Attempts returns the record of every call made, in order. The slice is
+// valid as long as r is and must not be modified.
+func (r *Result) Attempts() []Attempt {
+	if r.more != nil {
+		return r.more
+	}
+	return r.inline[:r.n]
+}
+
+// Refused returns the names of the deployments whose breakers refused a
+// call, in order. The slice is valid as long as r is and must not be
+// modified.
+func (r *Result) Refused() []string {
+	if r.moreRefused != nil {
+		return r.moreRefused
+	}
+	return r.refused[:r.nRefused]
+}
+
+func (r *Result) refuse(name string) {
+	if r.moreRefused == nil && r.nRefused < inlineAttempts {
+		r.refused[r.nRefused] = name
+		r.nRefused++
+		return
+	}
+	if r.moreRefused == nil {
+		r.moreRefused = append(make([]string, 0, 2*inlineAttempts), r.refused[:r.nRefused]...)
+	}
+	r.moreRefused = append(r.moreRefused, name)
+	r.nRefused++
+}
+
+func (r *Result) add(a Attempt) {
+	if r.more == nil && r.n < inlineAttempts {
+		r.inline[r.n] = a
+		r.n++
+		return
+	}
+	if r.more == nil {
+		r.more = append(make([]Attempt, 0, 2*inlineAttempts), r.inline[:r.n]...)
+	}
+	r.more = append(r.more, a)
+	r.n++
+}
+
+// Do calls call for the alias's deployments in order until one succeeds or
+// the chain must stop, and returns what happened.
+//
+// For each deployment whose breaker admits the call: a transient failure is
+// retried on the same deployment under the retry policy and budget; a
+// degraded failure (or a transient one that may not be retried there) moves
+// to the next deployment; a permanent failure stops, unless the alias has a
+// context-window or content-policy fallback for it, tried once; a fatal one
+// stops. The attempt budget (Config.MaxAttempts) and ctx's deadline hold for
+// the whole chain: a wait that would end at or after the deadline is not
+// begun, and Do stops at once with a Fatal DeadlineExceeded failure whose
+// Cause is the last attempt's failure.
+//
+// call receives the attempt's context and the deployment, which it must not
+// modify; it returns nil on success or an error, classified with
+// failure.ClassifyError unless it is (or wraps) a *failure.Error. Do returns
+// a nil error on success; otherwise the final *failure.Error, with its
+// Deployment set. When every breaker of the chain refused, call is never
+// called and the error is a Degraded CircuitOpen failure that matches
+// breaker.ErrOpen and names the alias; like the breaker's, it is shared by
+// all such calls: read it, do not modify it.
+// An unknown alias gives a Permanent ModelNotFound failure. The Result is
+// filled in either case.
+func (r *Router) Do(ctx context.Context, alias string, call func(ctx context.Context, d *Deployment) error) (Result, error) {
+	c := r.aliases[alias]
+	if c == nil {
+		return Result{}, &failure.Error{Kind: failure.Permanent, Reason: failure.ModelNotFound,
+			Message: fmt.Sprintf("route: unknown model alias %q", alias)}
+	}
+	// res lives inside l, not behind a pointer, so that it stays on the
+	// stack: the success path does not allocate.
+	l := loop{r: r, ctx: ctx, call: call, limit: c.maxAttempts}
+	res := &l.res
+	members, fellBack := c.members, false
+	var last *failure.Error
+	for i := 0; i < len(members); i++ {
+		m := members[i]
+		out, f := l.deployment(m)
+		if out == served {
+			res.Deployment = &m.d
+			res.Degraded = fellBack || i > 0
+			return *res, nil
+		}
+		if f != nil {
+			last = f
+		}
+		if out == next {
+			continue
+		}
+		if fb := c.fallbackFor(f); fb != nil && !fellBack {
+			members, fellBack, i = fb, true, -1
+			continue
+		}
+		return *res, f
+	}
+	if last == nil { // every breaker of the primary chain refused
+		return *res, c.errAllOpen
+	}
+	return *res, last
+}
+
+// fallbackFor returns the fallback chain configured for a permanent failure.
+func (c *chain) fallbackFor(f *failure.Error) []*member {
+	switch {
+	case f == nil || f.Kind != failure.Permanent:
+		return nil
+	case f.Reason == failure.ContextLengthExceeded:
+		return c.contextFallback
+	case f.Reason == failure.ContentFiltered:
+		return c.contentFallback
+	}
+	return nil
+}
+
+// allOpenError is the failure for an alias whose every breaker refused.
+func allOpenError(alias string, n int) *failure.Error {
+	return &failure.Error{Kind: failure.Degraded, Reason: failure.CircuitOpen,
+		Message: fmt.Sprintf("route: alias %q: all %d deployments' breakers are open", alias, n),
+		Cause:   breaker.ErrOpen}
+}
+
+type outcome uint8
+
+const (
+	served outcome = iota
+	next
+	stop
+)
+
+// loop is the state of one Do call.
+type loop struct {
+	r     *Router
+	ctx   context.Context
+	call  func(context.Context, *Deployment) error
+	res   Result
+	limit int
+}
+
+// deployment makes the attempts on m: the first, and retries while the
+// policy, the retry budget, the breaker, the attempt budget and the deadline
+// allow. It returns the failure to report unless served.
+func (l *loop) deployment(m *member) (outcome, *failure.Error) {
+	var last *failure.Error
+	var wait time.Duration
+	begun := false    // m.budget counts this call as a request in flight
+	retrying := false // holds a retry from m.budget
+	defer func() {
+		if retrying {
+			m.budget.DoneRetry()
+		}
+		if begun {
+			m.budget.End()
+		}
+	}()
+	for try := 1; ; try++ {
+		if l.res.n >= l.limit {
+			return stop, last
+		}
+		if err := l.ctx.Err(); err != nil {
+			return stop, contextFailure(err, last)
+		}
+		ticket, err := m.b.Allow()
+		if err != nil {
+			if try == 1 {
+				l.res.refuse(m.d.Name)
+				return next, nil
+			}
+			return next, last // our own failures opened it
+		}
+		if !begun {
+			m.budget.Begin()
+			begun = true
+		}
+		start := time.Now()
+		f := classify(l.call(l.ctx, &m.d), m.d.Name)
+		end := time.Now()
+		l.res.add(Attempt{Deployment: m.d.Name, Start: start, Duration: end.Sub(start), Failure: f, Wait: wait, Breaker: ticket.State()})
+		if f == nil {
+			ticket.DoneKindAt(failure.OK, end)
+			return served, nil
+		}
+		ticket.DoneKindAt(f.Kind, end)
+		if retrying {
+			m.budget.DoneRetry()
+			retrying = false
+		}
+		d := l.r.policy.Decide(try, f, l.r.rand(), l.left())
+		last = d.Failure
+		switch {
+		case d.Action == retry.Next:
+			return next, last
+		case d.Action == retry.Stop:
+			return stop, last
+		case l.res.n >= l.limit: // no attempt left to wait for
+			return stop, last
+		case m.b.State() == breaker.Open: // our failures tripped it: do not wait
+			return next, last
+		case !m.budget.TryRetry():
+			return next, last
+		}
+		retrying, wait = true, d.Wait
+		if err := sleep(l.ctx, wait); err != nil {
+			return stop, contextFailure(err, last)
+		}
+	}
+}
+
+// left returns the time left before the context's deadline.
+func (l *loop) left() time.Duration {
+	if dl, ok := l.ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return retry.NoDeadline
+}
+
+// sleep waits d or until ctx is done, and returns ctx.Err() in that case.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// classify returns err as a *failure.Error naming the deployment, nil for
+// nil. A caller's *failure.Error is copied, not modified.
+func classify(err error, deployment string) *failure.Error {
+	if err == nil {
+		return nil
+	}
+	if fe := failure.As(err); fe != nil {
+		if fe.Deployment == deployment {
+			return fe
+		}
+		cp := *fe
+		cp.Deployment = deployment
+		return &cp
+	}
+	fe := failure.ClassifyError(err)
+	fe.Deployment = deployment
+	return fe
+}
+
+// contextFailure is the failure for a chain stopped by its context: Fatal
+// DeadlineExceeded or Canceled, with the last attempt's failure as Cause
+// when there was one.
+func contextFailure(err error, last *failure.Error) *failure.Error {
+	f := &failure.Error{Kind: failure.Fatal, Reason: failure.Canceled, Message: err.Error(), Cause: err}
+	if errors.Is(err, context.DeadlineExceeded) {
+		f.Reason = failure.DeadlineExceeded
+	}
+	if last != nil {
+		f.Cause, f.Deployment = last, last.Deployment
+	}
+	return f
+}
