@@ -90,8 +90,9 @@ const (
 	AttrRunStatus     = "belay.run.status"
 	AttrStopReason    = "belay.run.stop_reason"
 	AttrIdempotency   = "belay.idempotency_key"
-	AttrApproval      = "belay.approval"
-	AttrRequestID     = "belay.request_id" // the provider's request id (x-request-id)
+	AttrApproval      = "belay.approval"       // the approval request's id
+	AttrApprovalState = "belay.approval.state" // approved, denied, expired
+	AttrRequestID     = "belay.request_id"     // the provider's request id (x-request-id)
 	AttrLatencyMS     = "belay.latency_ms"
 )
 
@@ -102,8 +103,8 @@ type Sink interface {
 	Record(s Span)
 }
 
-// Tool span outcomes (attribute AttrToolOutcome) and approval decisions
-// (attribute AttrApproval).
+// Tool span outcomes (attribute AttrToolOutcome) and approval states
+// (attribute AttrApprovalState).
 const (
 	AttrToolOutcome = "belay.tool.outcome"
 

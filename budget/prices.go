@@ -1,0 +1,78 @@
+package budget
+
+// usd converts a literal price in dollars ("2.50") to USD; it panics on a
+// malformed literal, which a test of the shipped table would catch.
+func usd(s string) USD {
+	v, err := ParseUSD(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func price(in, cached, write, out string) Price {
+	p := Price{Input: usd(in), Output: usd(out)}
+	if cached != "" {
+		p.CachedInput = usd(cached)
+	}
+	if write != "" {
+		p.CacheWrite = usd(write)
+	}
+	return p
+}
+
+// builtinPrices are list prices, standard (non-batch, non-priority) tier,
+// in USD per million tokens, checked 2026-11-29 against:
+//
+//   - OpenAI: https://platform.openai.com/docs/pricing
+//     (also served at https://developers.openai.com/api/docs/pricing):
+//     columns Input, Cached input, Output. OpenAI has no cache-write charge.
+//   - Anthropic: https://platform.claude.com/docs/en/about-claude/pricing,
+//     "Model pricing": Base input, 5m cache writes, Cache hits, Output. The
+//     5-minute write price is used; 1-hour writes cost 2× input and are not
+//     distinguished in usage.
+//   - Google: https://ai.google.dev/gemini-api/docs/pricing, paid tier,
+//     text/image/video input, "Context caching" price for cached input;
+//     output prices include thinking tokens.
+//
+// Prices change; override them in configuration (Pricing.Overrides) rather
+// than trusting this table for billing.
+var builtinPrices = map[string]map[string]Price{
+	"openai": {
+		"gpt-4o":       price("2.50", "1.25", "", "10.00"),
+		"gpt-4o-mini":  price("0.15", "0.075", "", "0.60"),
+		"gpt-4.1":      price("2.00", "0.50", "", "8.00"),
+		"gpt-4.1-mini": price("0.40", "0.10", "", "1.60"),
+		"gpt-4.1-nano": price("0.10", "0.025", "", "0.40"),
+		"o3":           price("2.00", "0.50", "", "8.00"),
+		"o3-mini":      price("1.10", "0.55", "", "4.40"),
+		"o4-mini":      price("1.10", "0.275", "", "4.40"),
+		"gpt-5":        price("1.25", "0.125", "", "10.00"),
+		"gpt-5-mini":   price("0.25", "0.025", "", "2.00"),
+		"gpt-5-nano":   price("0.05", "0.005", "", "0.40"),
+	},
+	"anthropic": {
+		// Opus 4 and 4.1 kept the old $15/$75 tier; Opus 4.5 and later
+		// cost $5/$25. "claude-opus-4" also catches "claude-opus-4-0" and
+		// "claude-opus-4-20250514"; an unlisted later 4.x is priced at the
+		// higher tier, which over-reserves rather than under-charges.
+		"claude-opus-4":     price("15.00", "1.50", "18.75", "75.00"),
+		"claude-opus-4-1":   price("15.00", "1.50", "18.75", "75.00"),
+		"claude-opus-4-5":   price("5.00", "0.50", "6.25", "25.00"),
+		"claude-opus-4-6":   price("5.00", "0.50", "6.25", "25.00"),
+		"claude-opus-4-7":   price("5.00", "0.50", "6.25", "25.00"),
+		"claude-sonnet-4":   price("3.00", "0.30", "3.75", "15.00"),
+		"claude-haiku-4-5":  price("1.00", "0.10", "1.25", "5.00"),
+		"claude-3-5-haiku":  price("0.80", "0.08", "1.00", "4.00"),
+		"claude-3-7-sonnet": price("3.00", "0.30", "3.75", "15.00"),
+	},
+	"gemini": {
+		"gemini-2.5-pro": {
+			Input: usd("1.25"), CachedInput: usd("0.125"), Output: usd("10.00"),
+			LongPromptTokens: 200_000,
+			LongPrompt:       &Price{Input: usd("2.50"), CachedInput: usd("0.25"), Output: usd("15.00")},
+		},
+		"gemini-2.5-flash":      price("0.30", "0.03", "", "2.50"),
+		"gemini-2.5-flash-lite": price("0.10", "0.01", "", "0.40"),
+	},
+}

@@ -1,0 +1,281 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrUnknownModel is returned by Pricing for a model that has no price and
+// no default price is configured. The run layer then charges the step's
+// reserved estimate and marks the cost estimated; it never charges $0.
+var ErrUnknownModel = errors.New("budget: no price for model")
+
+// Price is what a model costs, in USD per million tokens.
+//
+// Cost prices every part of a Usage once:
+//
+//	(input − cached − cacheWrite)·Input + cached·CachedInput +
+//	cacheWrite·CacheWrite + output·Output
+//
+// Reasoning tokens are part of the output and are billed at Output, as
+// OpenAI, Anthropic and Google bill them; when Reasoning is set (non-zero)
+// they are billed at Reasoning instead and the rest of the output at Output.
+// A zero CachedInput or CacheWrite means the provider has no such discount
+// or surcharge: those tokens are billed at Input.
+//
+// LongPrompt, when set, applies to a request whose prompt (InputTokens) is
+// above LongPromptTokens: every token of that request is priced at
+// LongPrompt instead (Gemini 2.5 Pro above 200,000 prompt tokens).
+type Price struct {
+	Input       USD
+	Output      USD
+	CachedInput USD
+	CacheWrite  USD
+	Reasoning   USD
+
+	LongPromptTokens int64
+	LongPrompt       *Price
+}
+
+// Cost returns the cost of u at p, rounded to the picodollar per part.
+func (p Price) Cost(u Usage) USD {
+	if p.LongPrompt != nil && u.InputTokens > p.LongPromptTokens {
+		return p.LongPrompt.Cost(u)
+	}
+	cached, write := p.CachedInput, p.CacheWrite
+	if cached == 0 {
+		cached = p.Input
+	}
+	if write == 0 {
+		write = p.Input
+	}
+	out := p.Output.MulTokens(u.OutputTokens)
+	if p.Reasoning != 0 && u.ReasoningTokens > 0 {
+		r := min(u.ReasoningTokens, u.OutputTokens)
+		out = p.Output.MulTokens(u.OutputTokens - r).Add(p.Reasoning.MulTokens(r))
+	}
+	return p.Input.MulTokens(u.UncachedInputTokens()).
+		Add(cached.MulTokens(u.CachedInputTokens)).
+		Add(write.MulTokens(u.CacheWriteTokens)).
+		Add(out)
+}
+
+func (p Price) validate() error {
+	for _, v := range []USD{p.Input, p.Output, p.CachedInput, p.CacheWrite, p.Reasoning} {
+		if v < 0 {
+			return fmt.Errorf("budget: price %s is negative", v)
+		}
+	}
+	if p.LongPrompt != nil {
+		if p.LongPromptTokens <= 0 {
+			return errors.New("budget: long_prompt needs long_prompt_tokens above 0")
+		}
+		if p.LongPrompt.LongPrompt != nil {
+			return errors.New("budget: long_prompt cannot nest")
+		}
+		return p.LongPrompt.validate()
+	}
+	return nil
+}
+
+// Match says how Pricing.Lookup found a price.
+type Match struct {
+	// Provider and Model are the table entry that matched (Model is the
+	// entry's name, a prefix of the requested model for a dated snapshot).
+	Provider, Model string
+	// Default is true when no entry matched and the configured default
+	// price was used: the cost is then an estimate.
+	Default bool
+}
+
+// Pricing is a price table keyed by provider and model. Build one with
+// NewPricing; DefaultPricing returns the shipped list prices. A Pricing is
+// immutable and safe for concurrent use.
+//
+// Provider names are OpenTelemetry gen_ai.provider.name values or short
+// forms: "openai" (also "azure", "azure.ai.openai"), "anthropic", "gemini"
+// (also "gcp.gemini", "gcp.vertex_ai", "google", "vertex"). An empty provider
+// matches every provider.
+//
+// Model names match exactly, else by the longest table entry that is a
+// prefix of the name followed by a non-alphanumeric character, so dated
+// snapshots find their family: "gpt-4o-2024-08-06" → "gpt-4o",
+// "claude-sonnet-4-5-20250929" → "claude-sonnet-4-5". Matching is
+// case-insensitive.
+type Pricing struct {
+	prices map[string]map[string]Price // provider → model → price
+	def    *Price
+}
+
+// PricingOptions configures NewPricing. The zero value gives the shipped
+// defaults with no default price for unknown models.
+type PricingOptions struct {
+	// Overrides replace or add prices. A key is "model" (the model under
+	// every provider that lists it, or under provider "" when none does) or
+	// "provider/model".
+	Overrides map[string]Price
+	// Default, when set, is the price of a model the table does not know;
+	// Lookup reports Match.Default. When nil, such a model is
+	// ErrUnknownModel.
+	Default *Price
+	// NoBuiltin starts from an empty table instead of the shipped prices.
+	NoBuiltin bool
+}
+
+// NewPricing builds a table from the shipped prices and o. It returns an
+// error naming the first negative or malformed price.
+func NewPricing(o PricingOptions) (*Pricing, error) {
+	p := &Pricing{prices: map[string]map[string]Price{}}
+	if !o.NoBuiltin {
+		for prov, models := range builtinPrices {
+			for m, pr := range models {
+				p.set(prov, m, pr)
+			}
+		}
+	}
+	for key, pr := range o.Overrides {
+		if err := pr.validate(); err != nil {
+			return nil, fmt.Errorf("%w (pricing %q)", err, key)
+		}
+		prov, model, ok := strings.Cut(key, "/")
+		if !ok {
+			prov, model = "", key
+		}
+		if model == "" {
+			return nil, fmt.Errorf("budget: pricing key %q names no model", key)
+		}
+		if prov != "" {
+			p.set(normProvider(prov), model, pr)
+			continue
+		}
+		found := false
+		for prov, models := range p.prices {
+			if _, ok := models[strings.ToLower(model)]; ok && prov != "" {
+				models[strings.ToLower(model)] = pr
+				found = true
+			}
+		}
+		if !found {
+			p.set("", model, pr)
+		}
+	}
+	if o.Default != nil {
+		if err := o.Default.validate(); err != nil {
+			return nil, fmt.Errorf("%w (default price)", err)
+		}
+		d := *o.Default
+		p.def = &d
+	}
+	return p, nil
+}
+
+// DefaultPricing returns the shipped list prices with no default price.
+func DefaultPricing() *Pricing {
+	p, err := NewPricing(PricingOptions{})
+	if err != nil {
+		panic(err) // the shipped table is valid; a test checks it
+	}
+	return p
+}
+
+func (p *Pricing) set(provider, model string, pr Price) {
+	m := p.prices[provider]
+	if m == nil {
+		m = map[string]Price{}
+		p.prices[provider] = m
+	}
+	m[strings.ToLower(model)] = pr
+}
+
+// Lookup returns the price of model under provider: an exact entry, else
+// the longest prefix entry (see Pricing), else the default price. Entries
+// under provider "" (overrides without a provider) match any provider. It
+// returns an error wrapping ErrUnknownModel when nothing matches.
+func (p *Pricing) Lookup(provider, model string) (Price, Match, error) {
+	provider, model = normProvider(provider), strings.ToLower(strings.TrimSpace(model))
+	var provs []string
+	if provider == "" {
+		for k := range p.prices {
+			provs = append(provs, k)
+		}
+	} else {
+		provs = []string{provider, ""}
+	}
+	best, bestLen := Match{}, -1
+	var price Price
+	for _, prov := range provs {
+		for name, pr := range p.prices[prov] {
+			if !matches(model, name) {
+				continue
+			}
+			// Longest name wins; on a tie the provider's own entry wins,
+			// then the lexically smaller provider, so the result is stable.
+			if len(name) > bestLen || (len(name) == bestLen && tieBreak(prov, best.Provider, provider)) {
+				best, bestLen, price = Match{Provider: prov, Model: name}, len(name), pr
+			}
+		}
+	}
+	if bestLen >= 0 {
+		return price, best, nil
+	}
+	if p.def != nil {
+		return *p.def, Match{Default: true}, nil
+	}
+	return Price{}, Match{}, fmt.Errorf("%w %q (provider %q)", ErrUnknownModel, model, provider)
+}
+
+func tieBreak(cand, cur, want string) bool {
+	if cand == want && cur != want {
+		return true
+	}
+	if cur == want {
+		return false
+	}
+	return cand < cur
+}
+
+// matches reports whether entry prices model: equal, or a prefix followed
+// by a separator such as '-', '.', ':' or '@'.
+func matches(model, entry string) bool {
+	if !strings.HasPrefix(model, entry) {
+		return false
+	}
+	if len(model) == len(entry) {
+		return true
+	}
+	c := model[len(entry)]
+	return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
+}
+
+func normProvider(p string) string {
+	switch p = strings.ToLower(strings.TrimSpace(p)); p {
+	case "azure", "azure.ai.openai", "azure_openai", "azure-openai":
+		return "openai"
+	case "gcp.gemini", "gcp.vertex_ai", "google", "vertex", "vertex_ai", "vertexai", "google-ai":
+		return "gemini"
+	}
+	return p
+}
+
+// Cost returns the cost of usage u for model under provider at the matched
+// price (see Lookup). With a default price configured an unknown model is
+// priced at it; use Lookup to learn whether that happened. Without one, an
+// unknown model is an error wrapping ErrUnknownModel and a zero cost.
+func (p *Pricing) Cost(provider, model string, u Usage) (USD, error) {
+	pr, _, err := p.Lookup(provider, model)
+	if err != nil {
+		return 0, err
+	}
+	return pr.Cost(u), nil
+}
+
+// Estimate returns the amount to reserve before a call: promptTokens of
+// uncached input plus maxTokens of output at list price, the most the call
+// can cost (cache discounts only lower it). maxTokens is the request's
+// max_tokens / max_output_tokens; when the request has none, pass the
+// model's output limit or a configured default, never 0, or the
+// reservation will not cover the output.
+func (p *Pricing) Estimate(provider, model string, promptTokens, maxTokens int64) (USD, error) {
+	return p.Cost(provider, model, Usage{InputTokens: max(promptTokens, 0), OutputTokens: max(maxTokens, 0)})
+}

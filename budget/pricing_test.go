@@ -1,0 +1,160 @@
+package budget
+
+import (
+	"errors"
+	"testing"
+)
+
+func mustUSD(t *testing.T, s string) USD {
+	t.Helper()
+	v, err := ParseUSD(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestMillionAdditionsAreExact(t *testing.T) {
+	step := mustUSD(t, "0.0000375")
+	var sum USD
+	for range 1_000_000 {
+		sum = sum.Add(step)
+	}
+	if want := mustUSD(t, "37.50"); sum != want {
+		t.Fatalf("sum = %s, want %s", sum, want)
+	}
+}
+
+func TestPricingCostKnownValues(t *testing.T) {
+	p := DefaultPricing()
+	cases := []struct {
+		name, provider, model string
+		u                     Usage
+		want                  string
+	}{
+		// (600·2.50 + 400·1.25 + 500·10.00) / 1e6
+		{"openai cached", "openai", "gpt-4o", UsageFromOpenAI(1000, 500, 400, 0), "0.007"},
+		{"dated snapshot", "openai", "gpt-4o-2024-08-06", UsageFromOpenAI(1_000_000, 0, 0, 0), "2.50"},
+		{"mini is not gpt-4o", "openai", "gpt-4o-mini-2024-07-18", UsageFromOpenAI(1_000_000, 1_000_000, 0, 0), "0.75"},
+		{"nano", "openai", "gpt-4.1-nano-2025-04-14", UsageFromOpenAI(2_000_000, 0, 0, 0), "0.20"},
+		// reasoning is billed as output: 1000 completion tokens incl. 800 reasoning
+		{"o4-mini reasoning", "openai", "o4-mini", UsageFromOpenAI(0, 1000, 0, 800), "0.0044"},
+		{"gpt-5-nano cached", "openai", "gpt-5-nano", UsageFromOpenAI(1_000_000, 0, 1_000_000, 0), "0.005"},
+		{"azure is openai", "azure.ai.openai", "gpt-4.1", UsageFromOpenAI(1_000_000, 1_000_000, 0, 0), "10.00"},
+		// 100·3 + 1000·0.30 + 2000·3.75 + 50·15 = 8850 µ$
+		{"anthropic cache", "anthropic", "claude-sonnet-4-5-20250929", UsageFromAnthropic(100, 50, 1000, 2000), "0.00885"},
+		{"opus 4.1 old tier", "anthropic", "claude-opus-4-1-20250805", UsageFromAnthropic(1_000_000, 0, 0, 0), "15.00"},
+		{"opus 4.5 new tier", "anthropic", "claude-opus-4-5-20251101", UsageFromAnthropic(1_000_000, 0, 0, 0), "5.00"},
+		{"opus 4 dated", "anthropic", "claude-opus-4-20250514", UsageFromAnthropic(0, 1_000_000, 0, 0), "75.00"},
+		{"haiku 3.5", "anthropic", "claude-3-5-haiku-20241022", UsageFromAnthropic(1_000_000, 1_000_000, 0, 0), "4.80"},
+		{"haiku 4.5", "anthropic", "claude-haiku-4-5", UsageFromAnthropic(0, 0, 1_000_000, 1_000_000), "1.35"},
+		{"gemini pro short", "gemini", "gemini-2.5-pro", UsageFromGemini(100_000, 40_000, 0, 10_000), "0.625"},
+		// above 200k prompt tokens every token is at the long price: 300k·2.50
+		{"gemini pro long", "gemini", "gemini-2.5-pro", UsageFromGemini(300_000, 0, 0, 0), "0.75"},
+		{"flash-lite preview", "gcp.gemini", "gemini-2.5-flash-lite-preview-06-17", UsageFromGemini(1_000_000, 1_000_000, 0, 0), "0.50"},
+		{"flash cached", "gemini", "gemini-2.5-flash", UsageFromGemini(1_000_000, 0, 1_000_000, 0), "0.03"},
+		{"no provider", "", "gpt-5-mini", UsageFromOpenAI(1_000_000, 1_000_000, 0, 0), "2.25"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := p.Cost(c.provider, c.model, c.u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := mustUSD(t, c.want); got != want {
+				t.Fatalf("Cost(%s, %s, %+v) = %s, want %s", c.provider, c.model, c.u, got, want)
+			}
+		})
+	}
+}
+
+func TestPricingMatching(t *testing.T) {
+	p := DefaultPricing()
+	for model, want := range map[string]string{
+		"gpt-4o":                      "gpt-4o",
+		"GPT-4o-2024-11-20":           "gpt-4o",
+		"gpt-4.1-mini-2025-04-14":     "gpt-4.1-mini",
+		"o3-mini-2025-01-31":          "o3-mini",
+		"o3-2025-04-16":               "o3",
+		"gemini-2.5-flash-preview-09": "gemini-2.5-flash",
+	} {
+		_, m, err := p.Lookup("", model)
+		if err != nil || m.Model != want || m.Default {
+			t.Errorf("Lookup(%q) = %+v, %v; want entry %q", model, m, err, want)
+		}
+	}
+	for _, model := range []string{"o3x", "gpt-4", "gpt-4oo", "llama-3"} {
+		if _, _, err := p.Lookup("openai", model); !errors.Is(err, ErrUnknownModel) {
+			t.Errorf("Lookup(%q) err = %v, want ErrUnknownModel", model, err)
+		}
+	}
+	if _, _, err := p.Lookup("anthropic", "gpt-4o"); !errors.Is(err, ErrUnknownModel) {
+		t.Errorf("gpt-4o under anthropic: err = %v, want ErrUnknownModel", err)
+	}
+}
+
+func TestPricingOverridesAndDefault(t *testing.T) {
+	def := Price{Input: Dollars(1), Output: Dollars(2)}
+	p, err := NewPricing(PricingOptions{
+		Overrides: map[string]Price{
+			"gpt-4o":         {Input: Dollars(1), Output: Dollars(1)},
+			"acme/house":     {Input: Dollars(3), Output: Dollars(3)},
+			"local-llama":    {Input: Micros(10), Output: Micros(20)},
+			"openai/o4-mini": {Input: Dollars(1), Output: Dollars(1), Reasoning: Dollars(5)},
+		},
+		Default: &def,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(prov, model string, u Usage, want USD, wantDefault bool) {
+		t.Helper()
+		pr, m, err := p.Lookup(prov, model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pr.Cost(u); got != want || m.Default != wantDefault {
+			t.Errorf("%s/%s: cost %s default %v, want %s %v", prov, model, got, m.Default, want, wantDefault)
+		}
+	}
+	million := Usage{InputTokens: 1_000_000}
+	check("openai", "gpt-4o-2024-08-06", million, Dollars(1), false)
+	check("acme", "house", million, Dollars(3), false)
+	check("whatever", "local-llama-3", million, Micros(10), false)
+	check("openai", "unknown-model", million, Dollars(1), true)
+	// 1M output of which 400k reasoning: 600k·$1 + 400k·$5
+	check("openai", "o4-mini", Usage{OutputTokens: 1_000_000, ReasoningTokens: 400_000}, Micros(2_600_000), false)
+
+	if _, err := NewPricing(PricingOptions{Overrides: map[string]Price{"x": {Input: -1}}}); err == nil {
+		t.Error("negative price accepted")
+	}
+	if _, err := NewPricing(PricingOptions{Overrides: map[string]Price{"openai/": {}}}); err == nil {
+		t.Error("empty model accepted")
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	p := DefaultPricing()
+	// 1000·0.15 + 500·0.60 = 450 µ$
+	got, err := p.Estimate("openai", "gpt-4o-mini", 1000, 500)
+	if err != nil || got != Micros(450) {
+		t.Fatalf("Estimate = %s, %v; want $0.00045", got, err)
+	}
+	if _, err := p.Estimate("openai", "nope", 1, 1); !errors.Is(err, ErrUnknownModel) {
+		t.Fatalf("unknown model: err = %v", err)
+	}
+}
+
+func TestUsageNormalisation(t *testing.T) {
+	a := UsageFromAnthropic(10, 20, 30, 40)
+	if a.InputTokens != 80 || a.UncachedInputTokens() != 10 || a.TotalTokens() != 100 {
+		t.Fatalf("anthropic usage %+v", a)
+	}
+	g := UsageFromGemini(100, 20, 30, 5)
+	if g.OutputTokens != 25 || g.UncachedInputTokens() != 70 {
+		t.Fatalf("gemini usage %+v", g)
+	}
+	if s := a.Add(g); s.InputTokens != 180 || s.ReasoningTokens != 5 {
+		t.Fatalf("sum %+v", s)
+	}
+}

@@ -1,0 +1,94 @@
+package budget
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// RunScope returns the scope of one run: "run:<runID>".
+func RunScope(runID string) Scope { return Scope("run:" + runID) }
+
+// Period is the length of a tenant budget period, in UTC.
+type Period string
+
+const (
+	Day   Period = "day"
+	Month Period = "month"
+)
+
+// ParsePeriod returns the Period named s ("day" or "month"; "" is Month).
+func ParsePeriod(s string) (Period, error) {
+	switch Period(s) {
+	case Day:
+		return Day, nil
+	case Month, "":
+		return Month, nil
+	}
+	return "", fmt.Errorf("budget: period %q is unknown; want day or month", s)
+}
+
+// TenantScope returns the scope of a tenant's spend in the period holding t
+// (converted to UTC): "tenant:acme:2026-11" for Month,
+// "tenant:acme:2026-11-29" for Day. Any other Period is treated as Month.
+func TenantScope(tenant string, p Period, t time.Time) Scope {
+	t = t.UTC()
+	if p == Day {
+		return Scope(fmt.Sprintf("tenant:%s:%s", tenant, t.Format("2006-01-02")))
+	}
+	return Scope(fmt.Sprintf("tenant:%s:%s", tenant, t.Format("2006-01")))
+}
+
+// Alert reports that a scope's settled spend crossed a threshold of its
+// limit for the first time.
+type Alert struct {
+	Scope     Scope
+	Threshold float64 // a fraction of Limit, such as 0.8
+	Limit     USD
+	Settled   USD // the settled spend when the crossing was seen
+}
+
+func (a Alert) String() string {
+	return fmt.Sprintf("%s spent %s of %s (crossed %g%%)", a.Scope, a.Settled, a.Limit, a.Threshold*100)
+}
+
+// CheckAlerts reads the balance of s and, for each threshold whose share of
+// limit the settled spend has reached (Settled ≥ threshold·limit), marks it
+// with l.MarkAlert; it returns the alerts marked for the first time, in
+// ascending threshold order. Reserved money does not count: an alert is
+// about money spent. A limit of 0 or less has no alerts. Thresholds outside
+// (0, 1] are ignored. Safe for concurrent use as l is: MarkAlert decides
+// which caller is first, so each alert is returned once per scope.
+func CheckAlerts(ctx context.Context, l Ledger, s Scope, limit USD, thresholds []float64) ([]Alert, error) {
+	if limit <= 0 || len(thresholds) == 0 {
+		return nil, nil
+	}
+	b, err := l.Balance(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	ths := slices.Clone(thresholds)
+	slices.Sort(ths)
+	var out []Alert
+	for _, th := range ths {
+		if th <= 0 || th > 1 || b.Settled < thresholdAmount(limit, th) {
+			continue
+		}
+		first, err := l.MarkAlert(ctx, s, th)
+		if err != nil {
+			return out, err
+		}
+		if first {
+			out = append(out, Alert{Scope: s, Threshold: th, Limit: limit, Settled: b.Settled})
+		}
+	}
+	return out, nil
+}
+
+// thresholdAmount returns ceil(limit·th) to the picodollar. The float
+// product is exact to far below a cent for any realistic limit.
+func thresholdAmount(limit USD, th float64) USD {
+	return USD(math.Ceil(float64(limit) * th))
+}

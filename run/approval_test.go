@@ -1,0 +1,168 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
+)
+
+func refundRules() RuleApprover {
+	return RuleApprover{Rules: []Rule{
+		{Tool: "issue_refund", If: []Predicate{ArgAtMost("amount", 100), ArgEquals("currency", "usd")}, Decision: store.ApprovalApproved},
+		{Tool: "delete_*", Decision: store.ApprovalDenied},
+	}}
+}
+
+func TestRuleApprover(t *testing.T) {
+	ra := refundRules()
+	cases := []struct {
+		tool, args string
+		want       store.ApprovalState
+		by         string
+	}{
+		{"issue_refund", `{"amount": 40, "currency": "usd"}`, store.ApprovalApproved, "rule:0"},
+		{"issue_refund", `{"amount": 100.0, "currency": "usd"}`, store.ApprovalApproved, "rule:0"},
+		{"issue_refund", `{"amount": 500, "currency": "usd"}`, store.ApprovalDenied, "rule:default"},
+		{"issue_refund", `{"amount": 5, "currency": "eur"}`, store.ApprovalDenied, "rule:default"},
+		{"issue_refund", `{"amount": "5", "currency": "usd"}`, store.ApprovalDenied, "rule:default"},
+		{"delete_user", `{}`, store.ApprovalDenied, "rule:1"},
+		{"other", `not json`, store.ApprovalDenied, "rule:default"},
+	}
+	for _, c := range cases {
+		st, by, err := ra.Decide(context.Background(), store.Approval{Tool: c.tool, Arguments: []byte(c.args)})
+		if err != nil || st != c.want || by != c.by {
+			t.Errorf("%s %s: %s by %s (%v); want %s by %s", c.tool, c.args, st, by, err, c.want, c.by)
+		}
+	}
+	if v, ok := lookup(json.RawMessage(`{"o":{"items":[{"sku":"a"},{"sku":"b"}]}}`), "o.items.1.sku"); !ok || v != "b" {
+		t.Errorf("lookup path: %v %v", v, ok)
+	}
+}
+
+func TestApprovalGate(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.Approver = refundRules()
+		c.Policy = Policy{Irreversible: []string{"issue_refund", "delete_*"}}
+	})
+	ctx := context.Background()
+	r := f.start(t, Spec{Tenant: "acme"})
+	var e effect
+	args := json.RawMessage(`{"amount": 40, "currency": "usd", "order": "o-1"}`)
+	res, err := r.Tool(ctx, ToolCall{Name: "issue_refund", Arguments: args}, e.fn(`{"refunded":40}`, nil))
+	if err != nil || string(res) != `{"refunded":40}` {
+		t.Fatalf("approved refund: %s %v", res, err)
+	}
+	_, err = r.Tool(ctx, ToolCall{Name: "issue_refund", Arguments: json.RawMessage(`{"amount": 900, "currency": "usd"}`)}, e.fn(`1`, nil))
+	wantReason(t, err, failure.ApprovalDenied, failure.Fatal)
+	if e.n.Load() != 1 {
+		t.Fatalf("effect ran %d times", e.n.Load())
+	}
+	// Not irreversible: no approval asked.
+	if _, err := r.Tool(ctx, ToolCall{Name: "lookup_order"}, e.fn(`1`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := f.st.ListApprovals(ctx, "")
+	if len(all) != 2 || string(all[0].Arguments) != string(args) || all[0].State != store.ApprovalApproved ||
+		all[0].DecidedBy != "rule:0" || all[0].RunID != r.ID() || all[0].Tenant != "acme" ||
+		all[1].State != store.ApprovalDenied || all[1].Decided.IsZero() {
+		t.Fatalf("stored approvals %+v", all)
+	}
+	ts := f.sink.byKind(trace.KindTool)
+	if ts[0].Attrs[trace.AttrApproval] != all[0].ID || ts[0].Attrs["belay.approval.state"] != "approved" ||
+		ts[1].Attrs[trace.AttrFailureReason] != "approval_denied" {
+		t.Fatalf("tool spans %+v", ts)
+	}
+	_ = r.Finish(ctx, store.RunSucceeded, nil)
+	rs := f.sink.byKind(trace.KindRun)
+	var evs []string
+	for _, e := range rs[0].Events {
+		evs = append(evs, e.Name+":"+e.Attrs["state"].(string))
+	}
+	if len(evs) != 2 || evs[0] != "approval:approved" || evs[1] != "approval:denied" {
+		t.Fatalf("run events %v", evs)
+	}
+}
+
+func TestNoApproverDenies(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Policy = Policy{Irreversible: []string{"send_email"}} })
+	ctx := context.Background()
+	r := f.start(t, Spec{})
+	var e effect
+	_, err := r.Tool(ctx, ToolCall{Name: "send_email", Arguments: json.RawMessage(`{"to":"x"}`)}, e.fn(`1`, nil))
+	wantReason(t, err, failure.ApprovalDenied, failure.Fatal)
+	all, _ := f.st.ListApprovals(ctx, store.ApprovalDenied)
+	if e.n.Load() != 0 || len(all) != 1 || all[0].DecidedBy != "belay:policy" {
+		t.Fatalf("effect %d, approvals %+v", e.n.Load(), all)
+	}
+}
+
+func TestQueueApprover(t *testing.T) {
+	setup := func(t *testing.T) (*fixture, *Run) {
+		f := newFixture(t, func(c *Config) {
+			c.Policy = Policy{Irreversible: []string{"wire_money"}}
+			c.Approver = QueueApprover{Approvals: c.Store, Timeout: 10 * time.Minute, Poll: time.Second}
+		})
+		return f, f.start(t, Spec{})
+	}
+	call := ToolCall{Name: "wire_money", Arguments: json.RawMessage(`{"usd":5000}`)}
+
+	t.Run("approved", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f, r := setup(t)
+			var e effect
+			go func() {
+				time.Sleep(150*time.Second + 500*time.Millisecond)
+				p, _ := f.st.ListApprovals(context.Background(), store.ApprovalPending)
+				_, _ = f.st.DecideApproval(context.Background(), p[0].ID, store.ApprovalApproved, "alice", "ok", time.Now())
+			}()
+			start := time.Now()
+			res, err := r.Tool(context.Background(), call, e.fn(`"sent"`, nil))
+			// The decision lands at 2m30.5s and is read at the next 1s poll.
+			if err != nil || string(res) != `"sent"` || time.Since(start) != 151*time.Second {
+				t.Fatalf("%s %v after %v", res, err, time.Since(start))
+			}
+			a, _ := f.st.ListApprovals(context.Background(), "")
+			if a[0].DecidedBy != "alice" || a[0].State != store.ApprovalApproved {
+				t.Fatalf("%+v", a)
+			}
+		})
+	})
+	t.Run("denied", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f, r := setup(t)
+			var e effect
+			go func() {
+				time.Sleep(time.Minute)
+				p, _ := f.st.ListApprovals(context.Background(), store.ApprovalPending)
+				_, _ = f.st.DecideApproval(context.Background(), p[0].ID, store.ApprovalDenied, "bob", "no", time.Now())
+			}()
+			_, err := r.Tool(context.Background(), call, e.fn(`"sent"`, nil))
+			fe := wantReason(t, err, failure.ApprovalDenied, failure.Fatal)
+			if e.n.Load() != 0 || fe.Message == "" {
+				t.Fatalf("effect ran %d", e.n.Load())
+			}
+		})
+	})
+	t.Run("timeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f, r := setup(t)
+			var e effect
+			start := time.Now()
+			_, err := r.Tool(context.Background(), call, e.fn(`"sent"`, nil))
+			wantReason(t, err, failure.ApprovalDenied, failure.Fatal)
+			if waited := time.Since(start); waited != 10*time.Minute {
+				t.Fatalf("waited %v, want the 10m timeout", waited)
+			}
+			a, _ := f.st.ListApprovals(context.Background(), "")
+			if len(a) != 1 || a[0].State != store.ApprovalExpired || a[0].DecidedBy != "belay:timeout" || e.n.Load() != 0 {
+				t.Fatalf("%+v; effect %d", a, e.n.Load())
+			}
+		})
+	})
+}

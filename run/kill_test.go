@@ -1,0 +1,218 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
+)
+
+// An in-process Kill cancels the in-flight step before it returns.
+func TestKillCancelsInFlightStepAtOnce(t *testing.T) {
+	for _, target := range []store.KillTarget{store.KillRun, store.KillTenant, store.KillAll} {
+		t.Run(string(target), func(t *testing.T) {
+			f := newFixture(t, func(c *Config) { c.KillPoll = -1 })
+			ctx := context.Background()
+			r := f.start(t, Spec{Tenant: "acme"})
+			other := f.start(t, Spec{Tenant: "globex"})
+			a, err := r.Admit(ctx, modelStep(cents(5)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := map[store.KillTarget]string{store.KillRun: r.ID(), store.KillTenant: "acme"}[target]
+			if err := f.m.Kill(ctx, target, name, "runaway"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-a.Context().Done():
+			default:
+				t.Fatal("step context not done when Kill returned")
+			}
+			wantReason(t, context.Cause(a.Context()), failure.Killed, failure.Fatal)
+			// The step ends with the partial usage it consumed: charged.
+			if err := a.Settle(ctx, usage(2, 0), Outcome{Err: context.Cause(a.Context())}); err != nil {
+				t.Fatal(err)
+			}
+			rec := f.stored(t, r.ID())
+			if rec.Status != store.RunStopped || rec.StopReason != "killed" || rec.Cost != cents(2) {
+				t.Fatalf("record %+v", rec)
+			}
+			if b := f.balance(t, budget.RunScope(r.ID())); b.Settled != cents(2) || b.Reserved != 0 {
+				t.Fatalf("ledger %+v", b)
+			}
+			otherKilled := other.Context().Err() != nil
+			if otherKilled != (target == store.KillAll) {
+				t.Fatalf("other run killed = %v", otherKilled)
+			}
+			var kills int
+			for _, sp := range f.sink.byKind(trace.KindRun) {
+				for _, e := range sp.Events {
+					if e.Name == "kill" && e.Attrs["reason"] == "runaway" {
+						kills++
+					}
+				}
+			}
+			if kills == 0 {
+				t.Fatal("no kill event on the run span")
+			}
+		})
+	}
+}
+
+func TestCallReturnsTheKill(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r := f.start(t, Spec{})
+	err := r.Call(ctx, modelStep(cents(5)), func(ctx context.Context) (budget.Usage, error) {
+		_ = f.m.Kill(context.Background(), store.KillRun, r.ID(), "stop")
+		<-ctx.Done()
+		return budget.Usage{}, ctx.Err()
+	})
+	wantReason(t, err, failure.Killed, failure.Fatal)
+	if b := f.balance(t, budget.RunScope(r.ID())); b.Settled != 0 || b.Reserved != 0 {
+		t.Fatalf("ledger %+v", b)
+	}
+}
+
+// hidden hides the store's KillWatcher so only polling sees flags.
+type hidden struct{ Store }
+
+// A flag set by another process is seen within one poll interval.
+func TestKillFlagFromStoreSeenWithinPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(c *Config) { c.Store = hidden{c.Store} })
+		ctx := context.Background()
+		r := f.start(t, Spec{})
+		a, err := r.Admit(ctx, modelStep(cents(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		_ = f.st.SetKill(ctx, store.Kill{Target: store.KillRun, Name: r.ID(), Reason: "ops"})
+		set := time.Now()
+		<-a.Context().Done()
+		if d := time.Since(set); d > DefaultKillPoll {
+			t.Fatalf("kill seen after %v, want within %v", d, DefaultKillPoll)
+		}
+		synctest.Wait()
+		if rec := f.stored(t, r.ID()); rec.StopReason != "killed" {
+			t.Fatalf("record %+v", rec)
+		}
+		_ = a.Fail(ctx, context.Cause(a.Context()))
+	})
+}
+
+// A store that pushes changes (KillWatcher) is seen without waiting a poll.
+func TestKillFlagFromWatcherSeenAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(c *Config) { c.KillPoll = -1 })
+		ctx := context.Background()
+		r := f.start(t, Spec{Tenant: "acme"})
+		_ = f.st.SetKill(ctx, store.Kill{Target: store.KillTenant, Name: "acme"})
+		synctest.Wait()
+		if r.Context().Err() == nil {
+			t.Fatal("run not killed after the store's notification")
+		}
+		// A new run of the killed tenant is refused at its first step.
+		r2 := f.start(t, Spec{Tenant: "acme"})
+		_, err := r2.Admit(ctx, modelStep(0))
+		wantReason(t, err, failure.Killed, failure.Fatal)
+	})
+}
+
+func TestReservationTTLExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(c *Config) {
+			c.ReservationTTL = time.Minute
+			c.ExpireEvery = 10 * time.Second
+			c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: budget.Dollars(1)}}
+		})
+		ctx := context.Background()
+		tenant := budget.TenantScope("acme", budget.Month, time.Now())
+		stuck, err := f.start(t, Spec{Tenant: "acme"}).Admit(ctx, modelStep(cents(80)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Second)
+		if b := f.balance(t, tenant); b.Reserved != cents(80) {
+			t.Fatalf("before the TTL %+v", b)
+		}
+		time.Sleep(30 * time.Second) // past 1m, and a janitor tick
+		if b := f.balance(t, tenant); b.Reserved != 0 {
+			t.Fatalf("after the TTL %+v", b)
+		}
+		if _, err := f.start(t, Spec{Tenant: "acme"}).Admit(ctx, modelStep(cents(50))); err != nil {
+			t.Fatalf("reservation after expiry: %v", err)
+		}
+		// The stuck step finishes late: its spend is still recorded.
+		if err := stuck.Settle(ctx, usage(80, 0), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		if b := f.balance(t, tenant); b.Settled != cents(80) || b.Reserved != cents(50) {
+			t.Fatalf("after the late settle %+v", b)
+		}
+	})
+}
+
+func TestDeadlineStopsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, nil)
+		ctx := context.Background()
+		r := f.start(t, Spec{Limits: store.Limits{Deadline: 30 * time.Second}})
+		a, err := r.Admit(ctx, modelStep(cents(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-a.Context().Done()
+		if d := time.Since(r.Record().Started); d != 30*time.Second {
+			t.Fatalf("canceled after %v", d)
+		}
+		synctest.Wait()
+		if rec := f.stored(t, r.ID()); rec.Status != store.RunStopped || rec.StopReason != "deadline_exceeded" {
+			t.Fatalf("record %+v", rec)
+		}
+		if err := a.Fail(ctx, context.Cause(a.Context())); err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Admit(ctx, modelStep(0))
+		if !errors.Is(err, failure.DeadlineExceeded) {
+			t.Fatalf("admit after deadline: %v", err)
+		}
+	})
+}
+
+// Steps racing a kill leave nothing reserved, and the ledger agrees with
+// the run's counters.
+func TestKillRacingSteps(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r := f.start(t, Spec{Tenant: "acme"})
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			_ = r.Call(ctx, modelStep(cents(2)), func(ctx context.Context) (budget.Usage, error) {
+				if i%2 == 0 {
+					return usage(1, 0), nil
+				}
+				<-ctx.Done()
+				return usage(1, 0), ctx.Err() // partial usage is charged
+			})
+		})
+		if i == 25 {
+			wg.Go(func() { _ = f.m.Kill(ctx, store.KillRun, r.ID(), "race") })
+		}
+	}
+	wg.Wait()
+	b := f.balance(t, budget.RunScope(r.ID()))
+	rec := f.stored(t, r.ID())
+	if b.Reserved != 0 || b.Settled != rec.Cost || rec.StopReason != "killed" || rec.Cost != cents(rec.InputTokens) {
+		t.Fatalf("ledger %+v, record %+v", b, rec)
+	}
+}

@@ -1,0 +1,171 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
+)
+
+// AttemptRecord is one try of a step against one deployment, as the router
+// reports it (route.Attempt has the same fields).
+type AttemptRecord struct {
+	Deployment string
+	Start      time.Time
+	Duration   time.Duration
+	// Wait is the backoff slept before this attempt.
+	Wait    time.Duration
+	Failure *failure.Error // nil for the attempt that succeeded
+}
+
+// Outcome is what is known about a finished model step besides its usage.
+// Every field is optional.
+type Outcome struct {
+	// Provider and Model that actually served the call (after a fallback);
+	// they price the usage. Empty means the Step's.
+	Provider, Model string
+	// ResponseModel is the model name the provider reported.
+	ResponseModel string
+	// Deployment that served the call.
+	Deployment string
+	// Estimated is true when the usage is an estimate (a cut stream that
+	// reported none): the cost is marked estimated.
+	Estimated bool
+	// Degraded is true when a fallback deployment served the call.
+	Degraded      bool
+	FinishReasons []string
+	Attempts      []AttemptRecord
+	// Err is the failure that ended the step after it consumed tokens (a
+	// stream cut after output began, a cancellation): the usage is charged
+	// and the span records the failure.
+	Err error
+}
+
+// Settle charges the step's actual cost and closes it: the cost is priced
+// from u (Outcome.Provider/Model, else the Step's) and replaces the
+// reservation in the ledger; the run's counters (tokens, cost) are updated
+// and written; the model span and one span per attempt are recorded; the
+// run's and tenant's alert thresholds are checked (Config.OnAlert is called
+// for each new one). A model without a price is charged the reserved
+// estimate and the cost is marked estimated (CostEstimated). A step whose
+// reservation has expired or was released by the run's end is charged
+// anyway. Settle after Settle or Fail returns ErrSettled.
+func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error {
+	if !a.close() {
+		return ErrSettled
+	}
+	defer a.done()
+	ctx = context.WithoutCancel(ctx)
+	r := a.r
+	provider, model := a.step.Provider, a.step.Model
+	if o.Model != "" {
+		provider, model = o.Provider, o.Model
+	}
+	cost, estimated := a.step.EstimatedCost, true
+	if pr, match, err := r.m.pricing.Lookup(provider, model); err == nil {
+		cost, estimated = pr.Cost(u), match.Default || o.Estimated
+	}
+	err := a.charge(ctx, cost)
+
+	r.mu.Lock()
+	r.rec.InputTokens += u.InputTokens
+	r.rec.OutputTokens += u.OutputTokens
+	r.rec.Cost = r.rec.Cost.Add(cost)
+	r.costEstimated = r.costEstimated || estimated
+	a.cost, a.estimated = cost, estimated
+	ended := r.ended
+	r.mu.Unlock()
+
+	r.m.sink.Record(a.modelSpan(u, o, cost, estimated))
+	for i, at := range o.Attempts {
+		r.m.sink.Record(a.attemptSpan(i+1, at))
+	}
+	if perr := r.persist(ctx); err == nil {
+		err = perr
+	}
+	if a.scopes != nil {
+		r.alerts(ctx, a.scopes, a.tb)
+	}
+	if ended {
+		// A late settle changes the ended run's totals (and maybe events).
+		r.m.sink.Record(r.runSpan())
+	}
+	if fe := failure.As(o.Err); fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason) {
+		_ = r.end(ctx, store.RunStopped, fe)
+	}
+	return err
+}
+
+// charge settles the reservation at cost, or records the spend with a
+// fresh unlimited reservation when the original is gone (expired, or
+// released by the run's end): money spent is always recorded.
+func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
+	st := a.r.m.st
+	if a.resID == "" {
+		if cost == 0 {
+			return nil
+		}
+		a.scopes, a.tb = a.r.scopes(a.r.m.now())
+	} else {
+		err := st.Settle(ctx, a.resID, cost)
+		if !errors.Is(err, budget.ErrUnknownReservation) {
+			return err
+		}
+	}
+	unlimited := make([]budget.ScopeLimit, len(a.scopes))
+	for i, s := range a.scopes {
+		unlimited[i] = budget.ScopeLimit{Scope: s.Scope}
+	}
+	id := uuid.NewString()
+	if err := st.Reserve(ctx, budget.Reservation{ID: id, Owner: a.r.m.owner, Scopes: unlimited, Amount: cost}); err != nil {
+		return fmt.Errorf("run: record late spend: %w", err)
+	}
+	return st.Settle(ctx, id, cost)
+}
+
+// Fail closes a step that consumed nothing billable (it failed before any
+// usage, or the usage is unknown and the provider does not bill it): the
+// reservation is released and the span records err. A Fatal failure for
+// one of the run's limits (killed, deadline, budget, turns) stops the run.
+// The turn still counts. To record the attempts of a failed model step,
+// call Settle with zero usage and Outcome.Err instead. Fail after Settle or
+// Fail returns ErrSettled.
+func (a *Admitted) Fail(ctx context.Context, err error) error {
+	if !a.close() {
+		return ErrSettled
+	}
+	defer a.done()
+	ctx = context.WithoutCancel(ctx)
+	a.releaseReservation(ctx)
+	r := a.r
+	if a.step.Kind == KindModel {
+		r.m.sink.Record(a.modelSpan(budget.Usage{}, Outcome{Err: err}, 0, false))
+	}
+	perr := r.persist(ctx)
+	if fe := failure.As(err); fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason) {
+		_ = r.end(ctx, store.RunStopped, fe)
+	}
+	return perr
+}
+
+// Cost returns what Settle charged for the step and whether that cost is
+// an estimate; zero before Settle and after Fail.
+func (a *Admitted) Cost() (cost budget.USD, estimated bool) {
+	a.r.mu.Lock()
+	defer a.r.mu.Unlock()
+	return a.cost, a.estimated
+}
+
+// CostEstimated reports whether any settled step's cost was an estimate
+// (usage estimated, a default price, or no price at all).
+func (r *Run) CostEstimated() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.costEstimated
+}

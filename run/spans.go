@@ -1,0 +1,172 @@
+package run
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/trace"
+)
+
+// traceIDFor derives the run's 32-hex-digit trace id from its id, so that
+// every process and every resume writes the same one.
+func traceIDFor(runID string) string {
+	h := sha256.Sum256([]byte("belay.trace\x00" + runID))
+	return hex.EncodeToString(h[:16])
+}
+
+// runSpanIDFor derives the run span's id, so writing it at start and at
+// end replaces one span.
+func runSpanIDFor(runID string) string {
+	h := sha256.Sum256([]byte("belay.span\x00" + runID))
+	return hex.EncodeToString(h[:8])
+}
+
+func newSpanID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// failAttrs adds the failure attributes of err to attrs.
+func failAttrs(attrs map[string]any, err error) {
+	if err == nil {
+		return
+	}
+	fe := failure.As(err)
+	if fe == nil {
+		fe = failure.ClassifyError(err)
+	}
+	attrs[trace.AttrErrorType] = string(fe.Reason)
+	attrs[trace.AttrFailureKind] = fe.Kind.String()
+	attrs[trace.AttrFailureReason] = string(fe.Reason)
+}
+
+// runSpan is the run's span as of now: "invoke_agent {agent}".
+func (r *Run) runSpan() trace.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.rec
+	name := "invoke_agent"
+	if rec.Agent != "" {
+		name += " " + rec.Agent
+	}
+	attrs := map[string]any{
+		trace.AttrOperationName:  "invoke_agent",
+		trace.AttrConversationID: rec.ID,
+		trace.AttrTenant:         rec.Tenant,
+		trace.AttrRunStatus:      string(rec.Status),
+		trace.AttrInputTokens:    rec.InputTokens,
+		trace.AttrOutputTokens:   rec.OutputTokens,
+		trace.AttrCostUSD:        rec.Cost.Float(),
+		"belay.run.turns":        int64(rec.Turns),
+		"belay.run.tool_calls":   int64(rec.ToolCalls),
+	}
+	if rec.Agent != "" {
+		attrs[trace.AttrAgentName] = rec.Agent
+	}
+	if r.costEstimated {
+		attrs[trace.AttrCostEstimated] = true
+	}
+	status := trace.StatusUnset
+	switch rec.Status {
+	case "succeeded":
+		status = trace.StatusOK
+	case "failed", "stopped":
+		status = trace.StatusError
+	}
+	if rec.StopReason != "" {
+		attrs[trace.AttrStopReason] = rec.StopReason
+		attrs[trace.AttrFailureReason] = rec.StopReason
+	}
+	return trace.Span{
+		TraceID: r.traceID, SpanID: r.spanID, RunID: r.id, Kind: trace.KindRun, Name: name,
+		Start: rec.Started, End: rec.Ended, Status: status, Attrs: attrs,
+		Events: slices.Clone(r.events),
+	}
+}
+
+// modelSpan is a model step's span: "chat {model}".
+func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimated bool) trace.Span {
+	provider, model := a.step.Provider, a.step.Model
+	if o.Model != "" {
+		provider, model = o.Provider, o.Model
+	}
+	attrs := map[string]any{
+		trace.AttrOperationName: "chat",
+		trace.AttrRequestModel:  model,
+		trace.AttrInputTokens:   u.InputTokens,
+		trace.AttrOutputTokens:  u.OutputTokens,
+		trace.AttrCostUSD:       cost.Float(),
+	}
+	if provider != "" {
+		attrs[trace.AttrProviderName] = provider
+	}
+	for k, v := range map[string]int64{
+		trace.AttrCachedInputTokens: u.CachedInputTokens,
+		trace.AttrCacheWriteTokens:  u.CacheWriteTokens,
+		trace.AttrReasoningTokens:   u.ReasoningTokens,
+	} {
+		if v != 0 {
+			attrs[k] = v
+		}
+	}
+	if o.ResponseModel != "" {
+		attrs[trace.AttrResponseModel] = o.ResponseModel
+	}
+	if dep := cmpOr(o.Deployment, a.step.Deployment); dep != "" {
+		attrs[trace.AttrDeployment] = dep
+	}
+	if estimated {
+		attrs[trace.AttrCostEstimated] = true
+	}
+	if o.Degraded {
+		attrs[trace.AttrDegraded] = true
+	}
+	if len(o.FinishReasons) > 0 {
+		attrs[trace.AttrFinishReasons] = slices.Clone(o.FinishReasons)
+	}
+	status := trace.StatusOK
+	if o.Err != nil {
+		status = trace.StatusError
+		failAttrs(attrs, o.Err)
+	}
+	name := "chat"
+	if model != "" {
+		name += " " + model
+	}
+	return trace.Span{
+		TraceID: a.r.traceID, SpanID: a.spanID, ParentID: a.r.spanID, RunID: a.r.id,
+		Kind: trace.KindModel, Name: name, Start: a.start, End: a.r.m.now(), Status: status, Attrs: attrs,
+	}
+}
+
+// attemptSpan is one attempt's span: "attempt {deployment}", a child of
+// the model span.
+func (a *Admitted) attemptSpan(n int, at AttemptRecord) trace.Span {
+	attrs := map[string]any{
+		trace.AttrDeployment: at.Deployment,
+		trace.AttrAttempt:    int64(n),
+		trace.AttrWaitMS:     at.Wait.Milliseconds(),
+	}
+	status := trace.StatusOK
+	if at.Failure != nil {
+		status = trace.StatusError
+		failAttrs(attrs, at.Failure)
+	}
+	return trace.Span{
+		TraceID: a.r.traceID, SpanID: newSpanID(), ParentID: a.spanID, RunID: a.r.id,
+		Kind: trace.KindAttempt, Name: "attempt " + at.Deployment, Start: at.Start,
+		End: at.Start.Add(at.Duration), Status: status, Attrs: attrs,
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

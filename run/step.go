@@ -1,0 +1,297 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
+)
+
+// Kind is what a step is.
+type Kind string
+
+const (
+	KindModel Kind = "model" // a model call: a turn
+	KindTool  Kind = "tool"  // a tool call
+)
+
+// Step describes a step to admit. For a model step, Provider and Model
+// price it; Alias and Deployment, when known, are checked against kill
+// flags. EstimatedCost is reserved in the run's and the tenant's scopes;
+// when it is zero and PromptTokens or MaxOutputTokens is set, it is
+// computed with Pricing.Estimate at list price (for a model without a
+// price it stays zero). EstimatedTokens counts against Limits.MaxTokens;
+// zero means PromptTokens + MaxOutputTokens.
+type Step struct {
+	Kind            Kind
+	Provider        string
+	Model           string
+	Alias           string
+	Deployment      string
+	Tool            string
+	EstimatedCost   budget.USD
+	EstimatedTokens int64
+	PromptTokens    int64
+	MaxOutputTokens int64
+}
+
+// ErrSettled is returned by Settle or Fail on a step already settled or
+// failed.
+var ErrSettled = errors.New("run: step already settled")
+
+// Admitted is a step that passed admission: its estimated cost is reserved
+// until Settle or Fail, exactly one of which must be called. Safe for
+// concurrent use.
+type Admitted struct {
+	r      *Run
+	step   Step
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stopAF func() bool
+	resID  string // "" when nothing was reserved
+	scopes []budget.ScopeLimit
+	tb     TenantBudget
+	start  time.Time
+	spanID string
+	// Under r.mu:
+	settled   bool
+	cost      budget.USD // charged by Settle
+	estimated bool
+}
+
+// Context returns the step's context: done when the caller's context is,
+// or when the run is killed, stopped, finished or out of time. Use it for
+// the model or tool call.
+func (a *Admitted) Context() context.Context { return a.ctx }
+
+// Step returns the admitted step, with its estimates filled in.
+func (a *Admitted) Step() Step { return a.step }
+
+// refusal builds the Fatal error of an admission refusal.
+func refusal(reason failure.Reason, format string, args ...any) *failure.Error {
+	return &failure.Error{Kind: failure.Fatal, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// stopsRun reports whether a refusal for reason stops the run: the run's
+// own limits and kills do; a disabled tool refuses only the call.
+func stopsRun(reason failure.Reason) bool {
+	switch reason {
+	case failure.Killed, failure.MaxTurnsExceeded, failure.DeadlineExceeded, failure.BudgetExceeded:
+		return true
+	}
+	return false
+}
+
+// Admit checks, in order: the run has not ended and is not killed (flags
+// for all, the run, its tenant), the step's model, deployment or tool is
+// not killed; a model step has a turn left (Limits.MaxTurns); time is left
+// (Limits.Deadline); tokens are left (Limits.MaxTokens, counting the
+// estimates of steps in flight); the estimated cost fits in the run's
+// MaxCost and the tenant's period budget (reserved atomically in both).
+// A refusal is a *failure.Error of kind Fatal with reason Killed,
+// ToolDisabled, MaxTurnsExceeded, DeadlineExceeded or BudgetExceeded,
+// returned before anything is spent; all but ToolDisabled stop the run. A
+// store error during the reservation is returned as is and stops nothing.
+func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
+	if s.Kind == "" {
+		s.Kind = KindModel
+	}
+	if s.EstimatedCost == 0 && s.Kind == KindModel && (s.PromptTokens > 0 || s.MaxOutputTokens > 0) {
+		if c, err := r.m.pricing.Estimate(s.Provider, s.Model, s.PromptTokens, s.MaxOutputTokens); err == nil {
+			s.EstimatedCost = c
+		}
+	}
+	if s.EstimatedTokens == 0 {
+		s.EstimatedTokens = s.PromptTokens + s.MaxOutputTokens
+	}
+	now := r.m.now()
+	a := &Admitted{r: r, step: s, start: now, spanID: newSpanID()}
+	a.ctx, a.cancel = context.WithCancelCause(ctx)
+	a.stopAF = context.AfterFunc(r.ctx, func() { a.cancel(context.Cause(r.ctx)) })
+
+	r.mu.Lock()
+	ferr := r.checkLocked(s, now)
+	if ferr == nil {
+		if s.Kind == KindModel {
+			r.rec.Turns++
+		} else {
+			r.rec.ToolCalls++
+		}
+		r.pending += s.EstimatedTokens
+		r.open[a] = struct{}{}
+	}
+	r.mu.Unlock()
+	if ferr != nil {
+		return nil, r.refuse(ctx, a, ferr)
+	}
+	if s.Kind != KindModel && s.EstimatedCost == 0 {
+		return a, nil
+	}
+	id, scopes, tb, err := r.reserve(ctx, s.EstimatedCost, now)
+	r.mu.Lock()
+	if err != nil {
+		r.unadmitLocked(a)
+		r.mu.Unlock()
+		if fe := failure.As(err); fe != nil {
+			return nil, r.refuse(ctx, a, fe)
+		}
+		a.done()
+		return nil, err
+	}
+	if r.ended { // the run ended while the reservation was made
+		r.unadmitLocked(a)
+		ferr = r.checkLocked(s, now)
+		r.mu.Unlock()
+		_ = r.m.st.Release(context.WithoutCancel(ctx), id)
+		a.done()
+		return nil, ferr
+	}
+	a.resID, a.scopes, a.tb = id, scopes, tb
+	r.mu.Unlock()
+	return a, nil
+}
+
+func (r *Run) unadmitLocked(a *Admitted) {
+	if a.step.Kind == KindModel {
+		r.rec.Turns--
+	} else {
+		r.rec.ToolCalls--
+	}
+	r.pending -= a.step.EstimatedTokens
+	delete(r.open, a)
+}
+
+// checkLocked runs the admission checks before the budget, in order.
+func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
+	if r.ended {
+		if r.rec.Status == store.RunStopped {
+			return refusal(failure.Reason(r.rec.StopReason), "run %s was stopped (%s)", r.id, r.rec.StopReason)
+		}
+		return refusal(failure.Canceled, "run %s %v (%s)", r.id, errEnded, r.rec.Status)
+	}
+	ks := r.m.loadKills()
+	if k, ok := ks.forRun(r.id, r.tenant); ok {
+		return killFailure(k)
+	}
+	if k, ok := ks.forStep(s); ok {
+		return killFailure(k)
+	}
+	lim := r.rec.Limits
+	if s.Kind == KindModel && lim.MaxTurns > 0 && r.rec.Turns >= lim.MaxTurns {
+		return refusal(failure.MaxTurnsExceeded, "run used its %d turns", lim.MaxTurns)
+	}
+	if !r.deadline.IsZero() && !now.Before(r.deadline) {
+		return refusal(failure.DeadlineExceeded, "run deadline of %v passed", lim.Deadline)
+	}
+	if lim.MaxTokens > 0 && (s.Kind == KindModel || s.EstimatedTokens > 0) {
+		used := r.rec.InputTokens + r.rec.OutputTokens + r.pending
+		if used >= lim.MaxTokens || used+s.EstimatedTokens > lim.MaxTokens {
+			return refusal(failure.BudgetExceeded, "token limit: %d used or in flight, %d estimated, limit %d",
+				used, s.EstimatedTokens, lim.MaxTokens)
+		}
+	}
+	return nil
+}
+
+// refuse ends a refused admission: the step's context is freed and, for
+// the run's own limits, the run stops.
+func (r *Run) refuse(ctx context.Context, a *Admitted, fe *failure.Error) error {
+	a.done()
+	if fe.Reason == failure.Killed {
+		if k, ok := r.m.loadKills().forRun(r.id, r.tenant); ok {
+			r.kill(ctx, k)
+			return fe
+		}
+	}
+	if stopsRun(fe.Reason) {
+		_ = r.end(ctx, store.RunStopped, fe)
+	}
+	return fe
+}
+
+// reserve holds amount in the run's and the tenant's scopes; a refusal is
+// a Fatal BudgetExceeded wrapping the ledger's budget.ErrExceeded.
+func (r *Run) reserve(ctx context.Context, amount budget.USD, now time.Time) (string, []budget.ScopeLimit, TenantBudget, error) {
+	scopes, tb := r.scopes(now)
+	res := budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Scopes: scopes,
+		Amount: amount, ExpiresAt: now.Add(r.m.cfg.ReservationTTL)}
+	if err := r.m.st.Reserve(ctx, res); err != nil {
+		if errors.Is(err, budget.ErrExceeded) {
+			return "", nil, tb, &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
+				Message: fmt.Sprintf("estimated cost %s does not fit", amount), Cause: err}
+		}
+		return "", nil, tb, fmt.Errorf("run: reserve: %w", err)
+	}
+	return res.ID, scopes, tb, nil
+}
+
+// done frees the step's context.
+func (a *Admitted) done() {
+	a.stopAF()
+	a.cancel(nil)
+}
+
+func (a *Admitted) releaseReservation(ctx context.Context) {
+	a.r.mu.Lock()
+	id := a.resID
+	a.r.mu.Unlock()
+	if id != "" {
+		_ = a.r.m.st.Release(ctx, id)
+	}
+}
+
+// close marks the step settled and removes it from the run; it reports
+// false when it already was.
+func (a *Admitted) close() bool {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.settled {
+		return false
+	}
+	a.settled = true
+	r.pending -= a.step.EstimatedTokens
+	delete(r.open, a)
+	return true
+}
+
+// Call admits step, calls fn with the step's context, and settles the
+// usage fn returns. When fn fails, the usage it returns (a partial stream,
+// say) is still charged, or the reservation released when it is zero; the
+// error returned is fn's, or the run's kill or stop failure when that is
+// what canceled fn. Admission refusals are returned as from Admit.
+func (r *Run) Call(ctx context.Context, step Step, fn func(ctx context.Context) (budget.Usage, error)) error {
+	a, err := r.Admit(ctx, step)
+	if err != nil {
+		return err
+	}
+	u, ferr := fn(a.ctx)
+	if ferr == nil {
+		return a.Settle(ctx, u, Outcome{})
+	}
+	ferr = a.cause(ferr)
+	if u != (budget.Usage{}) {
+		_ = a.Settle(ctx, u, Outcome{Err: ferr})
+	} else {
+		_ = a.Fail(ctx, ferr)
+	}
+	return ferr
+}
+
+// cause returns the run's failure when the step's context was canceled by
+// the run and err is that cancellation.
+func (a *Admitted) cause(err error) error {
+	if a.ctx.Err() == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if fe := failure.As(context.Cause(a.ctx)); fe != nil {
+		return fe
+	}
+	return err
+}

@@ -1,0 +1,305 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/retry"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
+)
+
+// ErrNoEffect marks a tool error whose effect is known not to have happened
+// (the tool failed before touching anything). Wrap it in the error a tool
+// function returns (fmt.Errorf("...: %w", run.ErrNoEffect)); only then is
+// the idempotency key abandoned, so a later call runs the tool again, and
+// only then is a transient error retried for a tool not SafeToRepeat. Any
+// other error is stored as the call's result and replayed.
+var ErrNoEffect = errors.New("run: tool call had no effect")
+
+// ErrInFlight is the cause of the Transient error returned when another
+// live owner holds the call's idempotency key: the caller may try again
+// later and will then get the stored result.
+var ErrInFlight = errors.New("run: tool call in flight elsewhere")
+
+// ToolCall is one call of a tool.
+type ToolCall struct {
+	Name   string
+	CallID string // the model's tool call id, for the trace
+	// Arguments is the JSON the model produced; it is stored with an
+	// approval request exactly as given.
+	Arguments json.RawMessage
+	// IdempotencyKey names the effect; empty means IdempotencyKey(run id,
+	// Name, Arguments). Give an explicit key to deduplicate across runs.
+	IdempotencyKey string
+	// SafeToRepeat declares that running the effect twice is harmless: an
+	// expired key is taken over and run again instead of reported as
+	// outcome unknown, and transient errors are retried.
+	SafeToRepeat bool
+	// Retry, when set, retries transient tool errors (failure.Transient)
+	// with this policy's backoff, if SafeToRepeat or the error wraps
+	// ErrNoEffect. Nil means one attempt.
+	Retry *retry.Policy
+}
+
+// ToolError is a tool's own failure, stored as the call's result: the
+// first call returns it with Cause set; a replay of the same key returns it
+// with Replayed set and the stored Message.
+type ToolError struct {
+	Tool     string
+	Message  string
+	Replayed bool
+	Cause    error
+}
+
+func (e *ToolError) Error() string {
+	if e.Replayed {
+		return fmt.Sprintf("tool %s failed (replayed): %s", e.Tool, e.Message)
+	}
+	return fmt.Sprintf("tool %s failed: %s", e.Tool, e.Message)
+}
+
+func (e *ToolError) Unwrap() error { return e.Cause }
+
+// IdempotencyKey derives a call's key: "tool:" and the hex SHA-256 of the
+// run id, the tool name and the canonical JSON of the arguments (object
+// keys sorted, insignificant space removed), so the same call in the same
+// run has the same key however the model formatted it. Arguments that are
+// not JSON are hashed as they are.
+func IdempotencyKey(runID, tool string, args json.RawMessage) string {
+	h := sha256.New()
+	h.Write([]byte(runID))
+	h.Write([]byte{0})
+	h.Write([]byte(tool))
+	h.Write([]byte{0})
+	h.Write(canonicalJSON(args))
+	return "tool:" + hex.EncodeToString(h.Sum(nil))
+}
+
+func canonicalJSON(b json.RawMessage) []byte {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil || d.More() {
+		return b
+	}
+	out, err := json.Marshal(v) // map keys come out sorted
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// Tool runs one tool call inside the run:
+//
+//  1. admit: the run is live and neither it nor the tool is killed (a
+//     disabled tool fails fast with Fatal ToolDisabled); time is left.
+//  2. approval: a tool matching Policy.Irreversible waits for the
+//     Approver; denied or expired (or no approver) is Fatal ApprovalDenied.
+//  3. idempotency: the key is claimed. Completed: the stored result is
+//     returned (a stored failure as *ToolError with Replayed) and fn does
+//     not run. In flight under a live owner: a Transient error wrapping
+//     ErrInFlight. Expired (its owner died mid-call): Fatal OutcomeUnknown,
+//     unless SafeToRepeat, which takes it over and runs fn.
+//  4. fn runs with a context canceled if the run is killed, retried per
+//     ToolCall.Retry; its result is stored under the key. An error
+//     wrapping ErrNoEffect abandons the key; any other error is stored and
+//     returned as *ToolError.
+//  5. the span "execute_tool {name}" records all of it.
+func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	attrs := map[string]any{
+		trace.AttrOperationName: "execute_tool",
+		trace.AttrToolName:      call.Name,
+		trace.AttrToolArguments: string(call.Arguments),
+	}
+	if call.CallID != "" {
+		attrs[trace.AttrToolCallID] = call.CallID
+	}
+	start := r.m.now()
+	a, err := r.Admit(ctx, Step{Kind: KindTool, Tool: call.Name})
+	if err != nil {
+		// A refused call is recorded too, so the trace shows what the agent
+		// tried: a disabled tool, or a call after the run was stopped.
+		attrs[trace.AttrToolOutcome] = trace.ToolRefused
+		if errors.Is(err, failure.ToolDisabled) {
+			attrs[trace.AttrToolOutcome] = trace.ToolDisabled
+		}
+		failAttrs(attrs, err)
+		r.m.sink.Record(trace.Span{
+			TraceID: r.traceID, SpanID: trace.NewID(), ParentID: r.spanID, RunID: r.id, Kind: trace.KindTool,
+			Name: "execute_tool " + call.Name, Start: start, End: r.m.now(), Status: trace.StatusError, Attrs: attrs,
+		})
+		return nil, err
+	}
+	res, err := r.tool(a, call, fn, attrs)
+	a.close()
+	a.done()
+	status := trace.StatusOK
+	if err != nil {
+		status = trace.StatusError
+		failAttrs(attrs, err)
+	} else {
+		attrs[trace.AttrToolResult] = string(res)
+	}
+	r.m.sink.Record(trace.Span{
+		TraceID: r.traceID, SpanID: a.spanID, ParentID: r.spanID, RunID: r.id, Kind: trace.KindTool,
+		Name: "execute_tool " + call.Name, Start: a.start, End: r.m.now(), Status: status, Attrs: attrs,
+	})
+	_ = r.persist(context.WithoutCancel(ctx))
+	return res, err
+}
+
+func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.RawMessage, error), attrs map[string]any) (json.RawMessage, error) {
+	ctx := a.ctx
+	if r.m.cfg.Policy.NeedsApproval(call.Name) {
+		ap, err := r.approve(ctx, call)
+		if err != nil {
+			return nil, a.cause(err)
+		}
+		attrs[trace.AttrApproval] = ap.ID
+		attrs[trace.AttrApprovalState] = string(ap.State)
+		attrs["belay.approval.by"] = ap.DecidedBy
+		if ap.State != store.ApprovalApproved {
+			if fe := failure.As(context.Cause(ctx)); ctx.Err() != nil && fe != nil {
+				return nil, fe // the run was killed or stopped while waiting
+			}
+			attrs[trace.AttrToolOutcome] = trace.ToolDenied
+			return nil, refusal(failure.ApprovalDenied, "tool %s: approval %s %s by %s", call.Name, ap.ID, ap.State, ap.DecidedBy)
+		}
+	}
+	key := call.IdempotencyKey
+	if key == "" {
+		key = IdempotencyKey(r.id, call.Name, call.Arguments)
+	}
+	attrs[trace.AttrIdempotency] = key
+	st, owner, lease := r.m.st, r.m.owner, r.m.cfg.IdempotencyLease
+	c, err := st.Claim(ctx, key, owner, lease, r.m.now())
+	if err != nil {
+		return nil, a.cause(fmt.Errorf("run: claim %s: %w", key, err))
+	}
+	attrs["belay.idempotency.state"] = string(c.State)
+	switch c.State {
+	case store.ClaimCompleted:
+		attrs[trace.AttrToolOutcome] = trace.ToolReplayed
+		return replay(call.Name, c)
+	case store.ClaimInFlight:
+		return nil, &failure.Error{Kind: failure.Transient, Reason: failure.Unknown, Cause: ErrInFlight,
+			Message: fmt.Sprintf("tool %s: key %s is in flight, held by %s until %s", call.Name, key, c.Owner, c.LeaseEnd.Format(time.RFC3339))}
+	case store.ClaimExpired:
+		if !call.SafeToRepeat {
+			attrs[trace.AttrToolOutcome] = trace.ToolUnknown
+			return nil, refusal(failure.OutcomeUnknown,
+				"tool %s: owner %s died holding key %s; the effect may or may not have happened", call.Name, c.Owner, key)
+		}
+		if _, err := st.TakeOver(ctx, key, owner, lease, r.m.now()); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return nil, &failure.Error{Kind: failure.Transient, Reason: failure.Unknown, Cause: ErrInFlight,
+					Message: fmt.Sprintf("tool %s: key %s was taken over by another owner", call.Name, key)}
+			}
+			return nil, fmt.Errorf("run: take over %s: %w", key, err)
+		}
+		attrs["belay.idempotency.state"] = "taken_over"
+	}
+	attrs[trace.AttrToolOutcome] = trace.ToolExecuted
+	return r.execute(a, call, key, fn)
+}
+
+// replay returns a completed call's stored result.
+func replay(tool string, c store.Claim) (json.RawMessage, error) {
+	if !c.IsError {
+		return json.RawMessage(c.Result), nil
+	}
+	var stored struct {
+		Error string `json:"error"`
+	}
+	msg := string(c.Result)
+	if json.Unmarshal(c.Result, &stored) == nil && stored.Error != "" {
+		msg = stored.Error
+	}
+	return nil, &ToolError{Tool: tool, Message: msg, Replayed: true}
+}
+
+// execute runs fn under the claimed key, with retries, and stores the
+// outcome.
+func (r *Run) execute(a *Admitted, call ToolCall, key string, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	ctx, st, owner := context.WithValue(a.ctx, keyCtx{}, key), r.m.st, r.m.owner
+	wctx := context.WithoutCancel(ctx)
+	var res json.RawMessage
+	var ferr error
+	for attempt := 1; ; attempt++ {
+		res, ferr = fn(ctx)
+		if ferr == nil || !r.retryTool(ctx, call, attempt, ferr) {
+			break
+		}
+	}
+	if ferr == nil {
+		if err := st.Complete(wctx, key, owner, res, false); err != nil {
+			// The effect happened here; its result is returned even if
+			// the key was lost (the lease expired and was taken over).
+			r.event("idempotency.conflict", map[string]any{"key": key, "error": err.Error()})
+		}
+		return res, nil
+	}
+	if errors.Is(ferr, ErrNoEffect) {
+		_ = st.Abandon(wctx, key, owner)
+		return nil, a.cause(ferr)
+	}
+	msg := ferr.Error()
+	stored, _ := json.Marshal(map[string]string{"error": msg})
+	_ = st.Complete(wctx, key, owner, stored, true)
+	return nil, &ToolError{Tool: call.Name, Message: msg, Cause: a.cause(ferr)}
+}
+
+// retryTool reports whether to try fn again after ferr, waiting the
+// policy's backoff first; it never retries an effect that may have
+// happened unless the tool is safe to repeat.
+func (r *Run) retryTool(ctx context.Context, call ToolCall, attempt int, ferr error) bool {
+	if call.Retry == nil || ctx.Err() != nil {
+		return false
+	}
+	if !call.SafeToRepeat && !errors.Is(ferr, ErrNoEffect) {
+		return false
+	}
+	fe := failure.As(ferr)
+	if fe == nil {
+		fe = failure.ClassifyError(ferr)
+	}
+	left := retry.NoDeadline
+	if !r.deadline.IsZero() {
+		left = r.deadline.Sub(r.m.now())
+	}
+	d := call.Retry.Decide(attempt, fe, r.m.rand(), left)
+	if d.Action != retry.Retry {
+		return false
+	}
+	t := time.NewTimer(d.Wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+type keyCtx struct{}
+
+// IdempotencyKeyFrom returns the idempotency key of the tool call whose
+// function runs with ctx, so the tool can pass it on to an external system
+// that deduplicates by key (a payments API's Idempotency-Key header). It
+// returns "" outside a tool call.
+func IdempotencyKeyFrom(ctx context.Context) string {
+	k, _ := ctx.Value(keyCtx{}).(string)
+	return k
+}
+
+func newApprovalID() string { return "apr_" + uuid.NewString() }

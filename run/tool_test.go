@@ -1,0 +1,191 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/retry"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
+)
+
+// effect is a tool function that counts its runs.
+type effect struct{ n atomic.Int32 }
+
+func (e *effect) fn(result string, err error) func(context.Context) (json.RawMessage, error) {
+	return func(context.Context) (json.RawMessage, error) {
+		e.n.Add(1)
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(result), nil
+	}
+}
+
+func TestIdempotencyKeyIsCanonical(t *testing.T) {
+	a := IdempotencyKey("r", "refund", json.RawMessage(`{"b": 2, "a": {"y":1,"x":[1,2]}}`))
+	b := IdempotencyKey("r", "refund", json.RawMessage(`{"a":{"x":[1,2],"y":1},"b":2}`))
+	if a != b {
+		t.Fatalf("keys differ for the same arguments: %s %s", a, b)
+	}
+	for _, other := range []string{
+		IdempotencyKey("r2", "refund", json.RawMessage(`{"a":{"x":[1,2],"y":1},"b":2}`)),
+		IdempotencyKey("r", "refund2", json.RawMessage(`{"a":{"x":[1,2],"y":1},"b":2}`)),
+		IdempotencyKey("r", "refund", json.RawMessage(`{"a":{"x":[2,1],"y":1},"b":2}`)),
+	} {
+		if other == a {
+			t.Fatal("different calls share a key")
+		}
+	}
+}
+
+func TestToolReplayRunsTheEffectOnce(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	var e effect
+	call := ToolCall{Name: "send_invoice", CallID: "call_1", Arguments: json.RawMessage(`{"to":"a@b.c","n":1}`), IdempotencyKey: "invoice-42"}
+	r1 := f.start(t, Spec{})
+	res, err := r1.Tool(ctx, call, e.fn(`{"sent":true}`, nil))
+	if err != nil || string(res) != `{"sent":true}` {
+		t.Fatalf("first call %s %v", res, err)
+	}
+	// Same explicit key from another run: the stored result, no effect.
+	r2 := f.start(t, Spec{})
+	res, err = r2.Tool(ctx, call, e.fn(`{"sent":"again"}`, nil))
+	if err != nil || string(res) != `{"sent":true}` || e.n.Load() != 1 {
+		t.Fatalf("replay %s %v, effect ran %d times", res, err, e.n.Load())
+	}
+	// Derived keys: the same call in the same run replays; another run runs.
+	derived := ToolCall{Name: "lookup", Arguments: json.RawMessage(`{"q":"x"}`)}
+	_, _ = r1.Tool(ctx, derived, e.fn(`1`, nil))
+	_, _ = r1.Tool(ctx, ToolCall{Name: "lookup", Arguments: json.RawMessage(`{ "q" : "x" }`)}, e.fn(`2`, nil))
+	res, _ = r2.Tool(ctx, derived, e.fn(`3`, nil))
+	if e.n.Load() != 3 || string(res) != "3" {
+		t.Fatalf("derived keys: effect ran %d times, last %s", e.n.Load(), res)
+	}
+	if rec := r1.Record(); rec.ToolCalls != 3 {
+		t.Fatalf("tool calls %d", rec.ToolCalls)
+	}
+	ts := f.sink.byKind(trace.KindTool)
+	if len(ts) != 5 || ts[0].Name != "execute_tool send_invoice" || ts[0].Attrs[trace.AttrToolCallID] != "call_1" ||
+		ts[0].Attrs[trace.AttrIdempotency] != "invoice-42" || ts[0].Attrs["belay.idempotency.state"] != "new" ||
+		ts[1].Attrs["belay.idempotency.state"] != "completed" {
+		t.Fatalf("tool spans %+v", ts)
+	}
+}
+
+func TestToolErrorsAreStoredUnlessNoEffect(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r := f.start(t, Spec{})
+	var e effect
+	call := ToolCall{Name: "charge", Arguments: json.RawMessage(`{"cents":100}`)}
+	_, err := r.Tool(ctx, call, e.fn("", errors.New("card declined")))
+	var te *ToolError
+	if !errors.As(err, &te) || te.Replayed || te.Message != "card declined" {
+		t.Fatalf("first error %v", err)
+	}
+	_, err = r.Tool(ctx, call, e.fn(`{}`, nil))
+	if !errors.As(err, &te) || !te.Replayed || te.Message != "card declined" || e.n.Load() != 1 {
+		t.Fatalf("replayed error %v, effect ran %d", err, e.n.Load())
+	}
+	// An error that declares no effect frees the key: the next call runs.
+	call2 := ToolCall{Name: "charge", Arguments: json.RawMessage(`{"cents":200}`)}
+	_, err = r.Tool(ctx, call2, e.fn("", fmt.Errorf("validation: %w", ErrNoEffect)))
+	if !errors.Is(err, ErrNoEffect) {
+		t.Fatalf("no-effect error %v", err)
+	}
+	res, err := r.Tool(ctx, call2, e.fn(`{"ok":1}`, nil))
+	if err != nil || string(res) != `{"ok":1}` || e.n.Load() != 3 {
+		t.Fatalf("after no-effect: %s %v, effect ran %d", res, err, e.n.Load())
+	}
+}
+
+func TestToolKeyStates(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	f := newFixture(t, func(c *Config) { c.Now = clk.Now })
+	ctx := context.Background()
+	r := f.start(t, Spec{})
+	var e effect
+	// Another process holds "k1" with a live lease, and held "k2" but died.
+	_, _ = f.st.Claim(ctx, "k1", "other", time.Hour, clk.Now())
+	_, _ = f.st.Claim(ctx, "k2", "dead", time.Minute, clk.Now().Add(-time.Hour))
+
+	_, err := r.Tool(ctx, ToolCall{Name: "t", IdempotencyKey: "k1"}, e.fn(`1`, nil))
+	wantReason(t, err, failure.Unknown, failure.Transient)
+	if !errors.Is(err, ErrInFlight) {
+		t.Fatalf("in flight: %v", err)
+	}
+	_, err = r.Tool(ctx, ToolCall{Name: "t", IdempotencyKey: "k2"}, e.fn(`1`, nil))
+	wantReason(t, err, failure.OutcomeUnknown, failure.Fatal)
+	if e.n.Load() != 0 {
+		t.Fatal("the effect ran for an unknown outcome")
+	}
+	if r.Record().Status != store.RunRunning {
+		t.Fatal("outcome unknown stopped the run")
+	}
+	res, err := r.Tool(ctx, ToolCall{Name: "t", IdempotencyKey: "k2", SafeToRepeat: true}, e.fn(`"again"`, nil))
+	if err != nil || string(res) != `"again"` || e.n.Load() != 1 {
+		t.Fatalf("safe to repeat: %s %v", res, err)
+	}
+	c, _ := f.st.Claim(ctx, "k2", "x", time.Minute, clk.Now())
+	if c.State != store.ClaimCompleted || c.Owner != "test-owner" {
+		t.Fatalf("k2 after takeover %+v", c)
+	}
+}
+
+func TestToolRetriesTransientErrorsOnlyWhenSafe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(c *Config) { c.Rand = func() float64 { return 0.5 } })
+		ctx := context.Background()
+		r := f.start(t, Spec{})
+		pol := &retry.Policy{MaxAttempts: 3, Base: time.Second}
+		flaky := func(n *atomic.Int32, failures int32) func(context.Context) (json.RawMessage, error) {
+			return func(context.Context) (json.RawMessage, error) {
+				if n.Add(1) <= failures {
+					return nil, failure.New(failure.Overloaded, "busy")
+				}
+				return json.RawMessage(`"ok"`), nil
+			}
+		}
+		var safe, unsafe atomic.Int32
+		res, err := r.Tool(ctx, ToolCall{Name: "read", SafeToRepeat: true, Retry: pol}, flaky(&safe, 2))
+		if err != nil || string(res) != `"ok"` || safe.Load() != 3 {
+			t.Fatalf("safe tool: %s %v after %d tries", res, err, safe.Load())
+		}
+		_, err = r.Tool(ctx, ToolCall{Name: "write", Retry: pol}, flaky(&unsafe, 2))
+		if !errors.Is(err, failure.Overloaded) || unsafe.Load() != 1 {
+			t.Fatalf("unsafe tool: %v after %d tries", err, unsafe.Load())
+		}
+	})
+}
+
+func TestDisabledToolFailsFast(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r := f.start(t, Spec{})
+	if err := f.m.Kill(ctx, store.KillTool, "delete_user", "incident 7"); err != nil {
+		t.Fatal(err)
+	}
+	var e effect
+	_, err := r.Tool(ctx, ToolCall{Name: "delete_user", Arguments: json.RawMessage(`{}`)}, e.fn(`1`, nil))
+	fe := wantReason(t, err, failure.ToolDisabled, failure.Fatal)
+	if fe.Message != "tool delete_user is disabled by the kill switch: incident 7" || e.n.Load() != 0 {
+		t.Fatalf("%v; effect ran %d", fe, e.n.Load())
+	}
+	// Only the call is refused: the run and other tools go on.
+	if _, err := r.Tool(ctx, ToolCall{Name: "lookup"}, e.fn(`1`, nil)); err != nil || r.Record().Status != store.RunRunning {
+		t.Fatalf("other tool: %v, run %s", err, r.Record().Status)
+	}
+	_ = f.m.Unkill(ctx, store.KillTool, "delete_user")
+	if _, err := r.Tool(ctx, ToolCall{Name: "delete_user"}, e.fn(`1`, nil)); err != nil {
+		t.Fatalf("after unkill: %v", err)
+	}
+}

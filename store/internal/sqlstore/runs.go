@@ -1,0 +1,161 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/internal/codec"
+)
+
+const runColumns = `id, tenant, agent, agent_version, prompt_version, labels,
+	max_turns, deadline_ns, max_tokens, max_cost, status, stop_reason, error,
+	started_ns, ended_ns, turns, tool_calls, input_tokens, output_tokens, cost`
+
+func runArgs(r store.Run) []any {
+	return []any{r.ID, r.Tenant, r.Agent, r.AgentVersion, r.PromptVersion, codec.Labels(r.Labels),
+		int64(r.Limits.MaxTurns), int64(r.Limits.Deadline), r.Limits.MaxTokens, int64(r.Limits.MaxCost),
+		string(r.Status), r.StopReason, r.Error, codec.NS(r.Started), codec.NS(r.Ended),
+		int64(r.Turns), int64(r.ToolCalls), r.InputTokens, r.OutputTokens, int64(r.Cost)}
+}
+
+func scanRun(s interface{ Scan(...any) error }) (store.Run, error) {
+	var (
+		r                                             store.Run
+		labels                                        *string
+		maxTurns, deadline, maxCost, turns, tools, co int64
+		status                                        string
+		started, ended                                *int64
+	)
+	err := s.Scan(&r.ID, &r.Tenant, &r.Agent, &r.AgentVersion, &r.PromptVersion, &labels,
+		&maxTurns, &deadline, &r.Limits.MaxTokens, &maxCost, &status, &r.StopReason, &r.Error,
+		&started, &ended, &turns, &tools, &r.InputTokens, &r.OutputTokens, &co)
+	if err != nil {
+		return store.Run{}, err
+	}
+	if r.Labels, err = codec.ParseLabels(labels); err != nil {
+		return store.Run{}, err
+	}
+	r.Limits.MaxTurns, r.Limits.MaxCost = int(maxTurns), budget.USD(maxCost)
+	r.Limits.Deadline = timeDuration(deadline)
+	r.Status, r.Started, r.Ended = store.RunStatus(status), codec.Time(started), codec.Time(ended)
+	r.Turns, r.ToolCalls, r.Cost = int(turns), int(tools), budget.USD(co)
+	return r, nil
+}
+
+// CreateRun inserts r; an existing id is store.ErrConflict.
+func (c *Core) CreateRun(ctx context.Context, r store.Run) error {
+	if r.ID == "" {
+		return fmt.Errorf("%s: create run: %w: empty id", c.name, codec.ErrInvalid)
+	}
+	q := `INSERT INTO runs (` + runColumns + `) VALUES (` + placeholders(20) + `) ON CONFLICT (id) DO NOTHING`
+	return c.write(ctx, "create run "+r.ID, func(tx Tx) error {
+		n, err := tx.Exec(ctx, q, runArgs(r)...)
+		if err == nil && n == 0 {
+			err = store.ErrConflict
+		}
+		return err
+	})
+}
+
+// UpdateRun replaces the stored record of r.ID (store.ErrNotFound if absent).
+func (c *Core) UpdateRun(ctx context.Context, r store.Run) error {
+	cols := strings.Split(runColumns, ",")
+	sets := make([]string, 0, len(cols)-1)
+	for i, col := range cols[1:] {
+		sets = append(sets, fmt.Sprintf("%s = $%d", strings.TrimSpace(col), i+2))
+	}
+	q := `UPDATE runs SET ` + strings.Join(sets, ", ") + ` WHERE id = $1`
+	return c.write(ctx, "update run "+r.ID, func(tx Tx) error {
+		n, err := tx.Exec(ctx, q, runArgs(r)...)
+		if err == nil && n == 0 {
+			err = store.ErrNotFound
+		}
+		return err
+	})
+}
+
+// GetRun returns the run id (store.ErrNotFound if absent).
+func (c *Core) GetRun(ctx context.Context, id string) (store.Run, error) {
+	op := "get run " + id
+	db, err := c.read(op)
+	if err != nil {
+		return store.Run{}, err
+	}
+	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	if errors.Is(err, ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Run{}, c.fail(op, err)
+	}
+	return r, nil
+}
+
+// ListRuns returns the runs f selects, newest first (by start time, then id
+// descending); f.Limit 0 means 100.
+func (c *Core) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	db, err := c.read("list runs")
+	if err != nil {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Tenant != "" {
+		add("tenant = $%d", f.Tenant)
+	}
+	if f.Status != "" {
+		add("status = $%d", string(f.Status))
+	}
+	if !f.Since.IsZero() {
+		add("started_ns >= $%d", f.Since.UnixNano())
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + runColumns + ` FROM runs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	args = append(args, int64(limit))
+	q += fmt.Sprintf(` ORDER BY started_ns DESC, id DESC LIMIT $%d`, len(args))
+	rows, err := db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, c.fail("list runs", err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, c.fail("list runs", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.fail("list runs", err)
+	}
+	return out, nil
+}
+
+func placeholders(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d", i)
+	}
+	return b.String()
+}
+
+func timeDuration(ns int64) time.Duration { return time.Duration(ns) }

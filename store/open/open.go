@@ -1,0 +1,57 @@
+// Package open opens a store.Store from a URL, the form used in belay's
+// configuration (store: sqlite://belay.db) and flags.
+package open
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/postgres"
+	"github.com/belay-run/belay/store/sqlite"
+)
+
+// ErrScheme is returned for a URL whose scheme is not supported.
+var ErrScheme = errors.New("store/open: unsupported store URL scheme")
+
+// Open opens the store named by url:
+//
+//   - sqlite://belay.db (relative to the working directory),
+//     sqlite:///var/lib/belay/belay.db (absolute), or a bare path such as
+//     belay.db or ./data/belay.db: the embedded SQLite store (store/sqlite),
+//     created on first use; the parent directory must exist;
+//   - postgres://... or postgresql://...: the shared PostgreSQL store
+//     (store/postgres), the URL passed to pgx as is.
+//
+// Any other scheme is an error wrapping ErrScheme that lists the supported
+// ones. The caller closes the store.
+func Open(ctx context.Context, url string) (store.Store, error) {
+	scheme, rest, hasScheme := strings.Cut(url, "://")
+	if !hasScheme {
+		if strings.Contains(url, ":") && !strings.ContainsAny(url, `/\.`) {
+			return nil, fmt.Errorf("%w in %q: supported are sqlite://, postgres://, postgresql:// and a bare file path",
+				ErrScheme, url)
+		}
+		return openSQLite(ctx, url)
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite", "sqlite3", "file":
+		if rest == "" {
+			return nil, fmt.Errorf("store/open: %q names no file", url)
+		}
+		return openSQLite(ctx, rest)
+	case "postgres", "postgresql":
+		return postgres.Open(ctx, url)
+	}
+	return nil, fmt.Errorf("%w %q: supported are sqlite://, postgres://, postgresql:// and a bare file path",
+		ErrScheme, scheme+"://")
+}
+
+func openSQLite(ctx context.Context, path string) (store.Store, error) {
+	if path == "" {
+		return nil, errors.New("store/open: empty store URL")
+	}
+	return sqlite.Open(ctx, path)
+}

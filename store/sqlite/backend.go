@@ -1,0 +1,225 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+
+	"github.com/belay-run/belay/store/internal/sqlstore"
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// backend is sqlstore.Backend over two database/sql pools on one file: w
+// has a single connection and runs every write, r serves reads.
+type backend struct {
+	path string
+	w, r *sql.DB
+	cp   *sql.DB // the checkpointer's connection
+	ckpt *checkpointer
+
+	mu      sync.Mutex
+	queries map[string]string    // $N form → ?N form
+	stmts   map[string]*sql.Stmt // ?N form → prepared on w
+	want    map[string]bool      // write queries to prepare after the current transaction
+}
+
+var placeholder = regexp.MustCompile(`\$(\d+)`)
+
+// query rewrites PostgreSQL-style $N placeholders to SQLite's ?N.
+func (b *backend) query(q string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.queries[q]; ok {
+		return s
+	}
+	if b.queries == nil {
+		b.queries = map[string]string{}
+	}
+	s := placeholder.ReplaceAllString(q, "?$1")
+	b.queries[q] = s
+	return s
+}
+
+// stmt returns the statement prepared for q on the write connection, or
+// nil, noting q so that it is prepared once the connection is free.
+func (b *backend) stmt(q string) *sql.Stmt {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.stmts[q]; ok {
+		return s
+	}
+	if b.want == nil {
+		b.want = map[string]bool{}
+	}
+	b.want[q] = true
+	return nil
+}
+
+// prepareWanted prepares the noted write statements. It runs after a
+// transaction ends, when the single write connection is free (preparing
+// inside the transaction would wait for that connection forever).
+func (b *backend) prepareWanted(ctx context.Context) {
+	b.mu.Lock()
+	var qs []string
+	for q := range b.want {
+		qs = append(qs, q)
+	}
+	b.want = nil
+	b.mu.Unlock()
+	for _, q := range qs {
+		s, err := b.w.PrepareContext(ctx, q)
+		if err != nil {
+			continue // the unprepared path keeps working
+		}
+		b.mu.Lock()
+		if b.stmts == nil {
+			b.stmts = map[string]*sql.Stmt{}
+		}
+		if _, dup := b.stmts[q]; dup {
+			s.Close()
+		} else {
+			b.stmts[q] = s
+		}
+		b.mu.Unlock()
+	}
+}
+
+func (b *backend) Write(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	tx, err := b.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	if err != nil {
+		return err
+	}
+	if err := fn(writeTx{b: b, tx: tx}); err != nil {
+		tx.Rollback() //nolint:errcheck // the error that matters is err
+		return err
+	}
+	if err = tx.Commit(); err == nil {
+		b.ckpt.committed()
+	}
+	b.mu.Lock()
+	pending := len(b.want) > 0
+	b.mu.Unlock()
+	if pending {
+		b.prepareWanted(ctx)
+	}
+	return err
+}
+
+func (b *backend) Read() sqlstore.Tx { return readTx{b: b} }
+
+func (b *backend) Close() error {
+	b.ckpt.stop()
+	b.mu.Lock()
+	for _, s := range b.stmts {
+		s.Close()
+	}
+	b.stmts = nil
+	b.mu.Unlock()
+	return errors.Join(b.cp.Close(), b.r.Close(), b.w.Close())
+}
+
+// codeError adds a sentinel to a driver error without changing its text.
+type codeError struct {
+	sentinel error
+	err      error
+}
+
+func (e *codeError) Error() string   { return e.err.Error() }
+func (e *codeError) Unwrap() []error { return []error{e.sentinel, e.err} }
+
+// Classify names the file in driver errors and adds ErrLocked or
+// ErrNotDatabase where they apply.
+func (b *backend) Classify(err error) error {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", b.path, code(err))
+}
+
+// code adds ErrLocked or ErrNotDatabase to a driver error.
+func code(err error) error {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		err = &codeError{ErrLocked, err}
+	case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+		err = &codeError{ErrNotDatabase, err}
+	}
+	return err
+}
+
+type writeTx struct {
+	b  *backend
+	tx *sql.Tx
+}
+
+func (t writeTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	q = t.b.query(q)
+	var res sql.Result
+	var err error
+	if s := t.b.stmt(q); s != nil {
+		res, err = t.tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	} else {
+		res, err = t.tx.ExecContext(ctx, q, args...)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t writeTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	r, err := t.tx.QueryContext(ctx, t.b.query(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows{r}, nil
+}
+
+func (t writeTx) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+	q = t.b.query(q)
+	if s := t.b.stmt(q); s != nil {
+		return row{t.tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)}
+	}
+	return row{t.tx.QueryRowContext(ctx, q, args...)}
+}
+
+type readTx struct{ b *backend }
+
+func (t readTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	return 0, errors.New("write on the read pool") // never called by sqlstore
+}
+
+func (t readTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	r, err := t.b.r.QueryContext(ctx, t.b.query(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows{r}, nil
+}
+
+func (t readTx) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+	return row{t.b.r.QueryRowContext(ctx, t.b.query(q), args...)}
+}
+
+type rows struct{ *sql.Rows }
+
+func (r rows) Close() { r.Rows.Close() }
+
+type row struct{ *sql.Row }
+
+func (r row) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sqlstore.ErrNoRows
+	}
+	return err
+}

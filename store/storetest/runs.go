@@ -1,0 +1,115 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
+)
+
+func sampleRun(id, tenant string, started time.Time) store.Run {
+	return store.Run{
+		ID: id, Tenant: tenant, Agent: "support", AgentVersion: "1.2.0", PromptVersion: "p7",
+		Labels:  map[string]string{"env": "ci", "suite": "refunds"},
+		Limits:  store.Limits{MaxTurns: 20, Deadline: 5 * time.Minute, MaxTokens: 100_000, MaxCost: budget.Dollars(1)},
+		Status:  store.RunRunning,
+		Started: started,
+	}
+}
+
+// sameRun compares runs with time.Time.Equal for the times.
+func sameRun(t *testing.T, got, want store.Run) {
+	t.Helper()
+	if !got.Started.Equal(want.Started) || !got.Ended.Equal(want.Ended) {
+		t.Errorf("run %s times: got %v..%v, want %v..%v", want.ID, got.Started, got.Ended, want.Started, want.Ended)
+	}
+	got.Started, got.Ended, want.Started, want.Ended = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("run %s:\n got %+v\nwant %+v", want.ID, got, want)
+	}
+}
+
+func testRuns(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	r := sampleRun("run-1", "acme", at(0))
+	must(t, s.CreateRun(ctx, r))
+	got, err := s.GetRun(ctx, "run-1")
+	must(t, err)
+	sameRun(t, got, r)
+
+	if err := s.CreateRun(ctx, r); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("CreateRun of an existing id: got %v, want ErrConflict", err)
+	}
+	if _, err := s.GetRun(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetRun of an absent id: got %v, want ErrNotFound", err)
+	}
+	if err := s.UpdateRun(ctx, sampleRun("nope", "acme", at(0))); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateRun of an absent id: got %v, want ErrNotFound", err)
+	}
+
+	r.Status, r.StopReason, r.Error = store.RunStopped, "budget_exceeded", "budget: reservation exceeds the limit"
+	r.Ended = at(90*time.Second + 7)
+	r.Turns, r.ToolCalls, r.InputTokens, r.OutputTokens = 7, 3, 12_345, 678
+	r.Cost = budget.USD(37_500_000) // $0.0000375
+	r.Labels = nil
+	must(t, s.UpdateRun(ctx, r))
+	got, err = s.GetRun(ctx, "run-1")
+	must(t, err)
+	sameRun(t, got, r)
+	if got.Started.Location() != time.UTC {
+		t.Errorf("Started location = %v, want UTC", got.Started.Location())
+	}
+}
+
+func testRunsList(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	add := func(id, tenant string, started time.Duration, status store.RunStatus) {
+		r := sampleRun(id, tenant, at(started))
+		r.Status = status
+		must(t, s.CreateRun(ctx, r))
+	}
+	add("a", "acme", 1*time.Second, store.RunSucceeded)
+	add("b", "acme", 2*time.Second, store.RunFailed)
+	add("c", "initech", 3*time.Second, store.RunSucceeded)
+	add("d", "acme", 4*time.Second, store.RunRunning)
+	add("e", "acme", 4*time.Second, store.RunSucceeded) // same start as d: id breaks the tie
+
+	ids := func(f store.RunFilter) []string {
+		t.Helper()
+		runs, err := s.ListRuns(ctx, f)
+		must(t, err)
+		out := []string{}
+		for _, r := range runs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		f    store.RunFilter
+		want []string
+	}{
+		{"all newest first", store.RunFilter{}, []string{"e", "d", "c", "b", "a"}},
+		{"tenant", store.RunFilter{Tenant: "acme"}, []string{"e", "d", "b", "a"}},
+		{"status", store.RunFilter{Status: store.RunSucceeded}, []string{"e", "c", "a"}},
+		{"since inclusive", store.RunFilter{Since: at(3 * time.Second)}, []string{"e", "d", "c"}},
+		{"limit", store.RunFilter{Limit: 2}, []string{"e", "d"}},
+		{"all filters", store.RunFilter{Tenant: "acme", Status: store.RunSucceeded, Since: at(2 * time.Second)}, []string{"e"}},
+		{"no match", store.RunFilter{Tenant: "umbrella"}, []string{}},
+	}
+	for _, c := range cases {
+		if got := ids(c.f); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: ListRuns(%+v) = %v, want %v", c.name, c.f, got, c.want)
+		}
+	}
+	for i := range 120 {
+		add("bulk-"+string(rune('A'+i/26))+string(rune('a'+i%26)), "bulk", time.Hour+time.Duration(i), store.RunRunning)
+	}
+	if got := ids(store.RunFilter{Tenant: "bulk"}); len(got) != 100 {
+		t.Errorf("ListRuns with Limit 0 returned %d runs, want the default 100", len(got))
+	}
+}
