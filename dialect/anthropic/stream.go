@@ -1,0 +1,152 @@
+package anthropic
+
+import (
+	"encoding/json"
+
+	"github.com/belay-run/belay/dialect"
+)
+
+// Stream event types, in the order a stream sends them
+// (https://docs.claude.com/en/docs/build-with-claude/streaming): one
+// message_start; per content block a content_block_start, deltas and a
+// content_block_stop; one or more message_delta; message_stop. ping may
+// appear anywhere; error ends the stream early.
+const (
+	EventMessageStart      = "message_start"
+	EventContentBlockStart = "content_block_start"
+	EventContentBlockDelta = "content_block_delta"
+	EventContentBlockStop  = "content_block_stop"
+	EventMessageDelta      = "message_delta"
+	EventMessageStop       = "message_stop"
+	EventPing              = "ping"
+	EventError             = "error"
+)
+
+// Event is any stream event's data; which fields are set depends on Type.
+// The SSE event name equals Type.
+type Event struct {
+	Type         string        `json:"type"`
+	Message      *Response     `json:"message,omitempty"`       // message_start
+	Index        *int          `json:"index,omitempty"`         // content_block_*
+	ContentBlock *ContentBlock `json:"content_block,omitempty"` // content_block_start
+	Delta        *Delta        `json:"delta,omitempty"`         // content_block_delta, message_delta
+	Usage        *DeltaUsage   `json:"usage,omitempty"`         // message_delta
+	Error        *ErrorObject  `json:"error,omitempty"`         // error
+}
+
+// Delta is a content_block_delta's delta (Type "text_delta", "input_json_delta",
+// "thinking_delta", "signature_delta") or a message_delta's delta
+// (StopReason, StopSequence).
+type Delta struct {
+	Type         string  `json:"type,omitempty"`
+	Text         string  `json:"text,omitempty"`
+	PartialJSON  *string `json:"partial_json,omitempty"`
+	Thinking     string  `json:"thinking,omitempty"`
+	Signature    string  `json:"signature,omitempty"`
+	StopReason   *string `json:"stop_reason,omitempty"`
+	StopSequence *string `json:"stop_sequence,omitempty"`
+}
+
+// DeltaUsage is a message_delta's usage: cumulative output_tokens, and, in
+// newer API versions, cumulative input and cache counts.
+type DeltaUsage struct {
+	OutputTokens             int64  `json:"output_tokens"`
+	InputTokens              *int64 `json:"input_tokens,omitempty"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens,omitempty"`
+}
+
+// Accumulator folds an Anthropic stream; see dialect.Accumulator. Usage
+// starts from message_start's usage; each message_delta's counts replace
+// the earlier ones (they are cumulative). The zero value is ready to use; it
+// is not safe for concurrent use.
+type Accumulator struct {
+	usage    Usage
+	reported bool
+	chars    int64
+	stopped  bool
+	err      *ErrorObject
+}
+
+var _ dialect.Accumulator = (*Accumulator)(nil)
+
+// Add folds one event's data.
+func (a *Accumulator) Add(data []byte) error {
+	var ev Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return err
+	}
+	switch ev.Type {
+	case EventMessageStart:
+		if ev.Message != nil {
+			a.usage = ev.Message.Usage
+			a.reported = true
+		}
+	case EventContentBlockStart:
+		if b := ev.ContentBlock; b != nil {
+			a.chars += int64(len(b.Text) + len(b.Name) + len(b.Thinking))
+		}
+	case EventContentBlockDelta:
+		if d := ev.Delta; d != nil {
+			a.chars += int64(len(d.Text) + len(d.Thinking))
+			if d.PartialJSON != nil {
+				a.chars += int64(len(*d.PartialJSON))
+			}
+		}
+	case EventMessageDelta:
+		if u := ev.Usage; u != nil {
+			a.usage.OutputTokens = u.OutputTokens
+			setIf(&a.usage.InputTokens, u.InputTokens)
+			setIf(&a.usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
+			setIf(&a.usage.CacheReadInputTokens, u.CacheReadInputTokens)
+			a.reported = true
+		}
+	case EventMessageStop:
+		a.stopped = true
+	case EventError:
+		a.err = ev.Error
+		if a.err == nil {
+			a.err = &ErrorObject{}
+		}
+	}
+	return nil
+}
+
+func setIf(dst *int64, v *int64) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// Usage returns the usage the stream reported so far. After a cut stream
+// this holds message_start's numbers, whose output_tokens is a placeholder
+// (usually 1), so callers charging a cut stream should use Estimate.
+func (a *Accumulator) Usage() (dialect.Usage, bool) {
+	return a.usage.Dialect(), a.reported
+}
+
+// OutputChars returns the characters of text, thinking, tool names and
+// tool input JSON seen.
+func (a *Accumulator) OutputChars() int64 { return a.chars }
+
+// Complete reports whether message_stop was seen.
+func (a *Accumulator) Complete() bool { return a.stopped }
+
+// Err returns the error event's error object, or nil.
+func (a *Accumulator) Err() *ErrorObject { return a.err }
+
+// Estimate returns the reported usage, with output_tokens raised to the
+// estimate from the output characters when the stream did not complete
+// (message_start's output count is a placeholder); without any reported
+// usage, Input = promptTokens.
+func (a *Accumulator) Estimate(promptTokens int64) dialect.Usage {
+	est := dialect.EstimateTokens(a.chars)
+	if !a.reported {
+		return dialect.Usage{Input: promptTokens, Output: est}
+	}
+	u := a.usage.Dialect()
+	if !a.stopped {
+		u.Output = max(u.Output, est)
+	}
+	return u
+}

@@ -1,0 +1,219 @@
+// Package openai holds the OpenAI Chat Completions wire shapes belay reads
+// and writes (https://platform.openai.com/docs/api-reference/chat): the
+// request fields belay needs, responses, stream chunks, usage, tool calls
+// and errors.
+//
+// Requests are decoded into the fields belay needs while the raw body is
+// kept, so a gateway forwards the client's bytes unchanged except the model
+// (see RewriteModel). Types here are plain data and safe to share once built.
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/belay-run/belay/dialect"
+)
+
+// Path is the Chat Completions endpoint path.
+const Path = "/v1/chat/completions"
+
+// Request is a Chat Completions request, reduced to what belay reads. Raw
+// holds the body as received, unknown fields included.
+type Request struct {
+	Model               string          `json:"model"`
+	Messages            []Message       `json:"messages"`
+	Tools               []Tool          `json:"tools,omitempty"`
+	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
+	Stream              bool            `json:"stream,omitempty"`
+	StreamOptions       *StreamOptions  `json:"stream_options,omitempty"`
+	MaxTokens           *int64          `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens,omitempty"`
+
+	Raw json.RawMessage `json:"-"`
+}
+
+// StreamOptions is the request's stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage,omitempty"`
+}
+
+// Message is one chat message. Content is a string, an array of content
+// parts, or null (an assistant message with only tool calls); use Text.
+type Message struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	Name       string          `json:"name,omitempty"`
+	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Refusal    string          `json:"refusal,omitempty"`
+}
+
+// ContentPart is one element of an array content.
+type ContentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+}
+
+// Text returns the message's text: the content string, or the text parts
+// joined by "\n". Non-text parts (images, audio) contribute nothing.
+func (m Message) Text() string {
+	c := bytes.TrimSpace(m.Content)
+	if len(c) == 0 || c[0] == 'n' {
+		return ""
+	}
+	if c[0] == '"' {
+		var s string
+		_ = json.Unmarshal(c, &s)
+		return s
+	}
+	var parts []ContentPart
+	_ = json.Unmarshal(c, &parts)
+	var b bytes.Buffer
+	for _, p := range parts {
+		if p.Type == "text" {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// TextContent returns a string content value for m.Content.
+func TextContent(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// Tool is one entry of the request's tools.
+type Tool struct {
+	Type     string       `json:"type"`
+	Function FunctionDecl `json:"function"`
+}
+
+// FunctionDecl declares a function tool; Parameters is its JSON Schema.
+type FunctionDecl struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// ToolCall is a function call made by the assistant. Arguments is a JSON
+// text inside a string, as on the wire; it may be invalid JSON.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is a tool call's function name and arguments.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ParseRequest decodes body into a Request, keeps body in Raw, and
+// validates it. Errors are *dialect.FieldError naming the field (matching
+// errors.Is(err, failure.InvalidRequest)).
+func ParseRequest(body []byte) (*Request, error) {
+	var r Request
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, dialect.DecodeError(err)
+	}
+	r.Raw = body
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
+
+// Validate checks what belay relies on: a model, a non-empty messages array
+// whose roles are known, tool messages with a tool_call_id, function tools
+// with names, and non-negative token limits. It returns a *dialect.FieldError
+// for the first problem, naming the field as OpenAI does ("messages[1].role").
+// It does not check what only the provider can (model names, context size).
+func (r *Request) Validate() error {
+	if r.Model == "" {
+		return dialect.Field("model", "is required")
+	}
+	if len(r.Messages) == 0 {
+		return dialect.Field("messages", "must be a non-empty array")
+	}
+	for i, m := range r.Messages {
+		switch {
+		case m.Role == "":
+			return dialect.Field(fmt.Sprintf("messages[%d].role", i), "is required")
+		case !roles[m.Role]:
+			return dialect.Field(fmt.Sprintf("messages[%d].role", i), "must be one of system, developer, user, assistant, tool; got %q", m.Role)
+		case m.Role == "tool" && m.ToolCallID == "":
+			return dialect.Field(fmt.Sprintf("messages[%d].tool_call_id", i), "is required for a tool message")
+		}
+	}
+	for i, t := range r.Tools {
+		if t.Type == "function" && t.Function.Name == "" {
+			return dialect.Field(fmt.Sprintf("tools[%d].function.name", i), "is required")
+		}
+	}
+	if r.MaxTokens != nil && *r.MaxTokens < 1 {
+		return dialect.Field("max_tokens", "must be at least 1")
+	}
+	if r.MaxCompletionTokens != nil && *r.MaxCompletionTokens < 1 {
+		return dialect.Field("max_completion_tokens", "must be at least 1")
+	}
+	return nil
+}
+
+// IncludeUsage reports whether a streamed response should end with a usage
+// chunk (stream_options.include_usage).
+func (r *Request) IncludeUsage() bool {
+	return r.StreamOptions != nil && r.StreamOptions.IncludeUsage
+}
+
+// RewriteModel returns body with only its top-level model value replaced;
+// see dialect.RewriteModel.
+func RewriteModel(body []byte, model string) ([]byte, error) {
+	return dialect.RewriteModel(body, model)
+}
+
+// perMessageTokens is the overhead OpenAI's cookbook counts per message
+// ("How to count tokens with tiktoken": 3 tokens per message for current
+// models, plus 3 to prime the reply).
+const perMessageTokens = 3
+
+// EstimatePromptTokens estimates the prompt tokens of r for a budget
+// reservation: ceil(chars/4) over message text, names, tool-call names and
+// arguments, and the raw JSON of tool declarations, plus 3 tokens per
+// message and 3 for the reply primer. It is an estimate, not a tokenizer
+// count; it is never below 1.
+func EstimatePromptTokens(r *Request) int64 {
+	var chars int64
+	for _, m := range r.Messages {
+		chars += int64(len(m.Text()) + len(m.Name) + len(m.Refusal))
+		for _, c := range m.ToolCalls {
+			chars += int64(len(c.Function.Name) + len(c.Function.Arguments))
+		}
+	}
+	for _, t := range r.Tools {
+		chars += int64(len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters))
+	}
+	n := dialect.EstimateTokens(chars) + perMessageTokens*int64(len(r.Messages)) + perMessageTokens
+	return max(n, 1)
+}
+
+// MaxOutputTokens returns the request's output limit: max_completion_tokens
+// when set, else the deprecated max_tokens; ok is false when neither is set.
+func MaxOutputTokens(r *Request) (n int64, ok bool) {
+	if r.MaxCompletionTokens != nil {
+		return *r.MaxCompletionTokens, true
+	}
+	if r.MaxTokens != nil {
+		return *r.MaxTokens, true
+	}
+	return 0, false
+}

@@ -1,0 +1,159 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/belay-run/belay/dialect"
+)
+
+// Done is the data of the event that ends an OpenAI stream.
+const Done = "[DONE]"
+
+// Chunk is one chat.completion.chunk of a stream. With
+// stream_options.include_usage, every chunk carries "usage": null except the
+// last one before [DONE], which has empty choices and the usage.
+type Chunk struct {
+	ID                string        `json:"id"`
+	Object            string        `json:"object"` // "chat.completion.chunk"
+	Created           int64         `json:"created"`
+	Model             string        `json:"model"`
+	SystemFingerprint string        `json:"system_fingerprint,omitempty"`
+	Choices           []ChunkChoice `json:"choices"`
+	Usage             *Usage        `json:"usage"`
+}
+
+// ChunkChoice is one choice's delta. FinishReason is null until the last
+// content chunk of the choice.
+type ChunkChoice struct {
+	Index        int     `json:"index"`
+	Delta        Delta   `json:"delta"`
+	Logprobs     any     `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// Delta is the increment a chunk adds to the assistant message.
+type Delta struct {
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	Refusal   *string         `json:"refusal,omitempty"`
+	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// ToolCallDelta is part of a tool call: the first delta for an Index has
+// ID, Type and Function.Name; later ones add to Function.Arguments.
+type ToolCallDelta struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function FunctionCall `json:"function"`
+}
+
+// Accumulator folds an OpenAI stream; see dialect.Accumulator. The zero
+// value is ready to use; it is not safe for concurrent use.
+type Accumulator struct {
+	usage    *Usage
+	chars    int64
+	done     bool
+	finished bool
+	err      *ErrorObject
+}
+
+var _ dialect.Accumulator = (*Accumulator)(nil)
+
+// Add folds one event's data: "[DONE]", a chunk, or an error object
+// ({"error": {...}}), which is recorded and reported by Err.
+func (a *Accumulator) Add(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if string(data) == Done {
+		a.done = true
+		return nil
+	}
+	var c struct {
+		Chunk
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		a.err = looseError(c.Error)
+		return nil
+	}
+	if c.Usage != nil {
+		u := *c.Usage
+		a.usage = &u
+	}
+	for _, ch := range c.Choices {
+		d := ch.Delta
+		if d.Content != nil {
+			a.chars += int64(len(*d.Content))
+		}
+		if d.Refusal != nil {
+			a.chars += int64(len(*d.Refusal))
+		}
+		for _, tc := range d.ToolCalls {
+			a.chars += int64(len(tc.Function.Name) + len(tc.Function.Arguments))
+		}
+		if ch.FinishReason != nil {
+			a.finished = true
+		}
+	}
+	return nil
+}
+
+// Usage returns the usage chunk's numbers, if the stream sent one.
+func (a *Accumulator) Usage() (dialect.Usage, bool) {
+	if a.usage == nil {
+		return dialect.Usage{}, false
+	}
+	return a.usage.Dialect(), true
+}
+
+// OutputChars returns the characters of content, refusals, tool names and
+// tool arguments seen.
+func (a *Accumulator) OutputChars() int64 { return a.chars }
+
+// Complete reports whether "[DONE]" was seen.
+func (a *Accumulator) Complete() bool { return a.done }
+
+// Finished reports whether a chunk with a finish_reason was seen.
+func (a *Accumulator) Finished() bool { return a.finished }
+
+// Err returns the error object the stream carried, or nil.
+func (a *Accumulator) Err() *ErrorObject { return a.err }
+
+// Estimate returns the reported usage, or Input = promptTokens and Output
+// estimated from the output characters.
+func (a *Accumulator) Estimate(promptTokens int64) dialect.Usage {
+	if u, ok := a.Usage(); ok {
+		return u
+	}
+	return dialect.Usage{Input: promptTokens, Output: dialect.EstimateTokens(a.chars)}
+}
+
+// looseError reads an error object whose fields may not be strings (some
+// routers send a numeric code).
+func looseError(raw json.RawMessage) *ErrorObject {
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	e := &ErrorObject{}
+	if s, ok := m["message"].(string); ok {
+		e.Message = s
+	}
+	if s, ok := m["type"].(string); ok {
+		e.Type = s
+	}
+	switch v := m["code"].(type) {
+	case string:
+		e.Code = &v
+	case float64:
+		s, _ := json.Marshal(v)
+		str := string(s)
+		e.Code = &str
+	}
+	if s, ok := m["param"].(string); ok {
+		e.Param = &s
+	}
+	return e
+}

@@ -1,0 +1,93 @@
+// Package dialect holds what the OpenAI and Anthropic wire dialects share:
+// token usage in one shape, request-field errors, the stream accumulator
+// interface and the token estimate used for budget reservations.
+//
+// The per-dialect shapes live in dialect/openai and dialect/anthropic; SSE
+// framing lives in dialect/sse.
+package dialect
+
+// Usage is the token usage of one model call in a dialect-neutral shape.
+// All counts are tokens; the zero value means nothing was used.
+//
+// The fields do not overlap, so the cost of a call is
+//
+//	Input*inputPrice + CachedInput*cachedPrice + CacheWrite*cacheWritePrice + Output*outputPrice
+//
+// Mapping from the wire:
+//   - OpenAI: Input = prompt_tokens − prompt_tokens_details.cached_tokens;
+//     CachedInput = cached_tokens; CacheWrite = 0; Output = completion_tokens;
+//     Reasoning = completion_tokens_details.reasoning_tokens.
+//   - Anthropic: Input = input_tokens; CachedInput = cache_read_input_tokens;
+//     CacheWrite = cache_creation_input_tokens; Output = output_tokens;
+//     Reasoning = 0 (Anthropic counts thinking inside output_tokens and does
+//     not report it separately).
+type Usage struct {
+	// Input is prompt tokens read neither from nor into a cache.
+	Input int64 `json:"input"`
+	// Output is generated tokens, reasoning included.
+	Output int64 `json:"output"`
+	// CachedInput is prompt tokens read from the provider's prompt cache.
+	CachedInput int64 `json:"cached_input,omitempty"`
+	// CacheWrite is prompt tokens written into the provider's prompt cache.
+	CacheWrite int64 `json:"cache_write,omitempty"`
+	// Reasoning is the part of Output spent on hidden reasoning; it is
+	// already counted in Output and must not be priced twice.
+	Reasoning int64 `json:"reasoning,omitempty"`
+}
+
+// Prompt returns all prompt tokens: Input + CachedInput + CacheWrite.
+func (u Usage) Prompt() int64 { return u.Input + u.CachedInput + u.CacheWrite }
+
+// Total returns all tokens: Prompt() + Output.
+func (u Usage) Total() int64 { return u.Prompt() + u.Output }
+
+// Add returns the field-wise sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		Input:       u.Input + v.Input,
+		Output:      u.Output + v.Output,
+		CachedInput: u.CachedInput + v.CachedInput,
+		CacheWrite:  u.CacheWrite + v.CacheWrite,
+		Reasoning:   u.Reasoning + v.Reasoning,
+	}
+}
+
+// CharsPerToken is the divisor of the token estimate: about four characters
+// of English text per token, the rule of thumb both OpenAI and Anthropic
+// give in their tokenizer documentation. It is an estimate, not a count.
+const CharsPerToken = 4
+
+// EstimateTokens returns ceil(chars/CharsPerToken), and 0 for chars <= 0.
+// It is an estimate for budget reservations and for cut streams, never a
+// substitute for the usage a provider reports.
+func EstimateTokens(chars int64) int64 {
+	if chars <= 0 {
+		return 0
+	}
+	return (chars + CharsPerToken - 1) / CharsPerToken
+}
+
+// Accumulator folds the events of one streamed response, in order, into
+// what belay needs after the stream ends: the usage the provider reported
+// (if it did), the output characters seen (to estimate the usage of a cut
+// stream), and whether the stream reached its terminator.
+//
+// An Accumulator is not safe for concurrent use.
+type Accumulator interface {
+	// Add takes the data payload of one SSE event (without the "data: "
+	// prefix). It returns an error only for a payload that is not valid
+	// JSON; an error event is recorded, not returned.
+	Add(data []byte) error
+	// Usage returns the usage the stream reported and whether it reported
+	// any.
+	Usage() (Usage, bool)
+	// OutputChars returns the characters of generated text, tool names and
+	// tool arguments seen so far.
+	OutputChars() int64
+	// Complete reports whether the stream's terminator was seen
+	// (OpenAI "[DONE]", Anthropic message_stop).
+	Complete() bool
+	// Estimate returns the reported usage when there is one; otherwise
+	// Input = promptTokens and Output = EstimateTokens(OutputChars()).
+	Estimate(promptTokens int64) Usage
+}

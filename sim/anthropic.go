@@ -1,0 +1,201 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+
+	"github.com/belay-run/belay/dialect/anthropic"
+	"github.com/belay-run/belay/dialect/sse"
+)
+
+// anthropicWire renders the Anthropic Messages dialect.
+type anthropicWire struct{}
+
+func (anthropicWire) parse(body []byte) (*exchange, error) {
+	req, err := anthropic.ParseRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	max, _ := anthropic.MaxOutputTokens(req)
+	return &exchange{
+		model: req.Model, stream: req.Stream, includeUsage: true, maxOut: max,
+		promptTokens: anthropic.EstimatePromptTokens(req), conv: fromAnthropic(req),
+	}, nil
+}
+
+func (anthropicWire) idHeader() string { return "Request-Id" }
+
+func (anthropicWire) ids(ex *exchange, rng *rand.Rand, calls int) []string {
+	ex.requestID = randID(rng, "req_011C", 20)
+	ex.messageID = randID(rng, "msg_01", 22)
+	out := make([]string, calls)
+	for i := range out {
+		out[i] = randID(rng, "toolu_01", 22)
+	}
+	return out
+}
+
+func (anthropicWire) writeError(w http.ResponseWriter, status int, errType, _ string, msg string) {
+	anthropic.WriteError(w, status, errType, msg)
+}
+
+func (anthropicWire) writeInvalid(w http.ResponseWriter, _ string, msg string) {
+	anthropic.WriteError(w, http.StatusBadRequest, "invalid_request_error", msg)
+}
+
+func (a anthropicWire) writeFault(w http.ResponseWriter, f Fault, ex *exchange) {
+	h := w.Header()
+	switch f {
+	case RateLimit:
+		anthropic.SetRetryAfter(h, ex.retryAfter.Milliseconds())
+		h.Set("Anthropic-Ratelimit-Requests-Limit", "50")
+		h.Set("Anthropic-Ratelimit-Requests-Remaining", "0")
+		a.writeError(w, 429, "rate_limit_error", "",
+			"This request would exceed the rate limit for your organization of 50 requests per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits.")
+	case Overloaded:
+		h.Set("X-Should-Retry", "true")
+		a.writeError(w, 529, "overloaded_error", "", "Overloaded")
+	case ServerError:
+		a.writeError(w, 500, "api_error", "", "Internal server error")
+	case Unavailable:
+		a.writeError(w, 503, "api_error", "", "Service unavailable")
+	case QuotaExhausted:
+		a.writeError(w, 402, "billing_error", "",
+			"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")
+	case AuthError:
+		a.writeError(w, 401, "authentication_error", "", "invalid x-api-key")
+	case ContextLength:
+		a.writeError(w, 400, "invalid_request_error", "", fmt.Sprintf("prompt is too long: %d tokens > 200000 maximum", max(ex.promptTokens, 200001)))
+	case ErrorIn200:
+		writeRaw(w, 200, "application/json",
+			fmt.Sprintf(`{"type":"error","error":{"type":"api_error","message":"Internal server error"},"request_id":%q}`, ex.requestID))
+	case BadGatewayHTML:
+		writeHTML502(w)
+	}
+}
+
+// blocks returns the response content and stop reason. A truncated reply
+// loses the second half of its text, or (with tool calls) the last call's
+// input, and stops with max_tokens; partial holds that call's cut input JSON.
+func (anthropicWire) blocks(r reply, truncated bool) (content []anthropic.ContentBlock, stop, partial string) {
+	stop = "end_turn"
+	if r.text != "" || len(r.calls) == 0 {
+		text := r.text
+		if truncated && len(r.calls) == 0 {
+			text, stop = text[:len(text)/2], "max_tokens"
+		}
+		content = append(content, anthropic.ContentBlock{Type: "text", Text: text})
+	}
+	for i, c := range r.calls {
+		input := json.RawMessage(c.args)
+		if truncated && i == len(r.calls)-1 {
+			partial, input, stop = c.args[:len(c.args)/2], json.RawMessage("{}"), "max_tokens"
+		} else if stop != "max_tokens" {
+			stop = "tool_use"
+		}
+		content = append(content, anthropic.ContentBlock{Type: "tool_use", ID: c.id, Name: c.name, Input: input})
+	}
+	return content, stop, partial
+}
+
+func (a anthropicWire) body(ex *exchange, r reply, truncated bool) []byte {
+	content, stop, _ := a.blocks(r, truncated)
+	b, _ := json.Marshal(anthropic.Response{
+		ID: ex.messageID, Type: "message", Role: "assistant", Model: ex.model,
+		Content: content, StopReason: &stop, Usage: anthropic.FromDialect(ex.usage(r)),
+	})
+	return b
+}
+
+type namedEvent struct {
+	name string
+	data []byte
+}
+
+func event(v any) namedEvent {
+	b, _ := json.Marshal(v)
+	var t struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(b, &t)
+	return namedEvent{t.Type, b}
+}
+
+// blockStart is a content_block_start's block, with the empty text and
+// input fields Anthropic sends.
+type blockStart struct {
+	Type  string          `json:"type"`
+	Text  *string         `json:"text,omitempty"`
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+func (a anthropicWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, rep reply, p streamPlan) {
+	content, stop, partial := a.blocks(rep, p.truncated)
+	u := anthropic.FromDialect(ex.usage(rep))
+	start := u
+	start.OutputTokens = 1
+	events := []namedEvent{event(map[string]any{"type": anthropic.EventMessageStart, "message": anthropic.Response{
+		ID: ex.messageID, Type: "message", Role: "assistant", Model: ex.model,
+		Content: []anthropic.ContentBlock{}, Usage: start,
+	}})}
+	for i, b := range content {
+		idx := i
+		var bs blockStart
+		var deltas []anthropic.Delta
+		if b.Type == "text" {
+			empty := ""
+			bs = blockStart{Type: "text", Text: &empty}
+			for _, piece := range pieces(b.Text, 16) {
+				deltas = append(deltas, anthropic.Delta{Type: "text_delta", Text: piece})
+			}
+		} else {
+			bs = blockStart{Type: "tool_use", ID: b.ID, Name: b.Name, Input: json.RawMessage("{}")}
+			args := string(b.Input)
+			if p.truncated && i == len(content)-1 && partial != "" {
+				args = partial
+			}
+			for _, piece := range pieces(args, 12) {
+				deltas = append(deltas, anthropic.Delta{Type: "input_json_delta", PartialJSON: &piece})
+			}
+		}
+		events = append(events, event(map[string]any{"type": anthropic.EventContentBlockStart, "index": idx, "content_block": bs}))
+		if i == 0 {
+			events = append(events, event(anthropic.Event{Type: anthropic.EventPing}))
+		}
+		for _, d := range deltas {
+			events = append(events, event(anthropic.Event{Type: anthropic.EventContentBlockDelta, Index: &idx, Delta: &d}))
+		}
+		events = append(events, event(anthropic.Event{Type: anthropic.EventContentBlockStop, Index: &idx}))
+	}
+	events = append(events,
+		event(map[string]any{"type": anthropic.EventMessageDelta,
+			"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+			"usage": map[string]any{"output_tokens": u.OutputTokens}}),
+		event(anthropic.Event{Type: anthropic.EventMessageStop}))
+
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	_ = sse.Flush(w)
+	if sleep(r.Context(), p.firstDelay) != nil {
+		return
+	}
+	for i, ev := range events {
+		if p.stopAfter >= 0 && i == p.stopAfter+2 { // after message_start, a block start and some content
+			if p.fail {
+				_, _ = w.Write(anthropic.ErrorEvent("overloaded_error", "Overloaded"))
+				_ = sse.Flush(w)
+			}
+			return
+		}
+		if i > 0 && sleep(r.Context(), p.chunkDelay) != nil {
+			return
+		}
+		if sse.Write(w, ev.name, ev.data) != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+
+	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/dialect/sse"
+)
+
+// openaiWire renders the OpenAI Chat Completions dialect.
+type openaiWire struct{}
+
+func (openaiWire) parse(body []byte) (*exchange, error) {
+	req, err := openai.ParseRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	max, _ := openai.MaxOutputTokens(req)
+	return &exchange{
+		model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage(), maxOut: max,
+		promptTokens: openai.EstimatePromptTokens(req), conv: fromOpenAI(req),
+	}, nil
+}
+
+func (openaiWire) idHeader() string { return "X-Request-Id" }
+
+func (openaiWire) ids(ex *exchange, rng *rand.Rand, calls int) []string {
+	ex.requestID = "req_" + randHex(rng, 32)
+	ex.messageID = randID(rng, "chatcmpl-", 29)
+	out := make([]string, calls)
+	for i := range out {
+		out[i] = randID(rng, "call_", 24)
+	}
+	return out
+}
+
+func (openaiWire) writeError(w http.ResponseWriter, status int, errType, code, msg string) {
+	openai.WriteError(w, status, errType, code, msg)
+}
+
+func (openaiWire) writeInvalid(w http.ResponseWriter, param, msg string) {
+	e := openai.NewError("invalid_request_error", "", msg)
+	if param != "" {
+		e.Param = &param
+	}
+	openai.WriteErrorObject(w, http.StatusBadRequest, e)
+}
+
+func (o openaiWire) writeFault(w http.ResponseWriter, f Fault, ex *exchange) {
+	h := w.Header()
+	switch f {
+	case RateLimit:
+		ms := ex.retryAfter.Milliseconds()
+		openai.SetRetryAfter(h, ms)
+		h.Set("X-Ratelimit-Limit-Requests", "500")
+		h.Set("X-Ratelimit-Remaining-Requests", "0")
+		h.Set("X-Ratelimit-Reset-Requests", fmt.Sprintf("%dms", ms))
+		o.writeError(w, 429, "requests", "rate_limit_exceeded", fmt.Sprintf(
+			"Rate limit reached for %s in organization org-sim on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in %dms.",
+			ex.model, ms))
+	case Overloaded:
+		o.writeError(w, 503, "server_error", "", "The engine is currently overloaded, please try again later.")
+	case ServerError:
+		o.writeError(w, 500, "server_error", "", "The server had an error while processing your request. Sorry about that!")
+	case Unavailable:
+		o.writeError(w, 503, "server_error", "", "The server is temporarily unable to service your request. Please try again later.")
+	case QuotaExhausted:
+		o.writeError(w, 429, "insufficient_quota", "insufficient_quota",
+			"You exceeded your current quota, please check your plan and billing details.")
+	case AuthError:
+		o.writeError(w, 401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided: sk-****. You can find your API key at the provider's dashboard.")
+	case ContextLength:
+		o.writeError(w, 400, "invalid_request_error", "context_length_exceeded", fmt.Sprintf(
+			"This model's maximum context length is 128000 tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.",
+			max(ex.promptTokens, 128001)))
+	case ErrorIn200:
+		writeRaw(w, 200, "application/json",
+			`{"error":{"message":"Upstream provider returned an error","code":502,"metadata":{"provider_name":"sim"}},"user_id":"user_sim"}`)
+	case BadGatewayHTML:
+		writeHTML502(w)
+	}
+}
+
+func (openaiWire) body(ex *exchange, r reply, truncated bool) []byte {
+	msg := openai.ResponseMessage{Role: "assistant", Annotations: []any{}}
+	finish := "stop"
+	if r.text != "" || len(r.calls) == 0 {
+		text := r.text
+		if truncated && len(r.calls) == 0 {
+			text, finish = text[:len(text)/2], "length"
+		}
+		msg.Content = &text
+	}
+	for i, c := range r.calls {
+		args := c.args
+		if truncated && i == len(r.calls)-1 {
+			args, finish = args[:len(args)/2], "length"
+		} else if finish != "length" {
+			finish = "tool_calls"
+		}
+		msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: c.id, Type: "function",
+			Function: openai.FunctionCall{Name: c.name, Arguments: args}})
+	}
+	u := openai.FromDialect(ex.usage(r))
+	b, _ := json.Marshal(openai.Completion{
+		ID: ex.messageID, Object: "chat.completion", Created: ex.created, Model: ex.model,
+		Choices:           []openai.Choice{{Index: 0, Message: msg, FinishReason: finish}},
+		Usage:             &u,
+		SystemFingerprint: "fp_sim",
+		ServiceTier:       "default",
+	})
+	return b
+}
+
+func (openaiWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, rep reply, p streamPlan) {
+	chunk := func(d openai.Delta, finish *string) []byte {
+		b, _ := json.Marshal(openai.Chunk{
+			ID: ex.messageID, Object: "chat.completion.chunk", Created: ex.created, Model: ex.model,
+			SystemFingerprint: "fp_sim",
+			Choices:           []openai.ChunkChoice{{Index: 0, Delta: d, FinishReason: finish}},
+		})
+		return b
+	}
+	var events [][]byte
+	finish := "stop"
+	empty := ""
+	if rep.text != "" || len(rep.calls) == 0 {
+		events = append(events, chunk(openai.Delta{Role: "assistant", Content: &empty}, nil))
+		text := rep.text
+		if p.truncated && len(rep.calls) == 0 {
+			text, finish = text[:len(text)/2], "length"
+		}
+		for _, piece := range pieces(text, 16) {
+			events = append(events, chunk(openai.Delta{Content: &piece}, nil))
+		}
+	}
+	for i, c := range rep.calls {
+		head := openai.ToolCallDelta{Index: i, ID: c.id, Type: "function", Function: openai.FunctionCall{Name: c.name}}
+		d := openai.Delta{ToolCalls: []openai.ToolCallDelta{head}}
+		if len(events) == 0 {
+			d.Role = "assistant"
+		}
+		events = append(events, chunk(d, nil))
+		args := c.args
+		if p.truncated && i == len(rep.calls)-1 {
+			args, finish = args[:len(args)/2], "length"
+		} else if finish != "length" {
+			finish = "tool_calls"
+		}
+		for _, piece := range pieces(args, 12) {
+			events = append(events, chunk(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: i, Function: openai.FunctionCall{Arguments: piece}}}}, nil))
+		}
+	}
+	events = append(events, chunk(openai.Delta{}, &finish))
+	if ex.includeUsage {
+		u := openai.FromDialect(ex.usage(rep))
+		b, _ := json.Marshal(openai.Chunk{ID: ex.messageID, Object: "chat.completion.chunk", Created: ex.created,
+			Model: ex.model, SystemFingerprint: "fp_sim", Choices: []openai.ChunkChoice{}, Usage: &u})
+		events = append(events, b)
+	}
+	events = append(events, []byte(openai.Done))
+
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	_ = sse.Flush(w)
+	if sleep(r.Context(), p.firstDelay) != nil {
+		return
+	}
+	for i, data := range events {
+		if i == p.stopAfter {
+			if p.fail {
+				_, _ = w.Write(openai.ErrorEvent("server_error", "", "The server had an error while processing your request."))
+				_ = sse.Flush(w)
+			}
+			return
+		}
+		if i > 0 && sleep(r.Context(), p.chunkDelay) != nil {
+			return
+		}
+		if sse.Write(w, "", data) != nil {
+			return
+		}
+	}
+}
+
+func writeRaw(w http.ResponseWriter, status int, contentType, body string) {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// writeHTML502 writes a CDN's bad-gateway page, as a proxy in front of a
+// provider sends it (cases/wire/proxy-502-html-page.json).
+func writeHTML502(w http.ResponseWriter) {
+	w.Header().Set("Server", "cloudflare")
+	w.Header().Del("X-Request-Id")
+	w.Header().Del("Request-Id")
+	writeRaw(w, http.StatusBadGateway, "text/html; charset=UTF-8",
+		"<!DOCTYPE html>\n<html><head><title>api.example.com | 502: Bad gateway</title></head><body><h1>Bad gateway</h1><p>Error code 502</p><p>The web server reported a bad gateway error.</p></body></html>\n")
+}
+
+func randHex(rng *rand.Rand, n int) string {
+	const hex = "0123456789abcdef"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = hex[rng.IntN(16)]
+	}
+	return string(b)
+}
