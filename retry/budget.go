@@ -44,7 +44,10 @@ func (s BudgetSettings) Validate() error {
 // add at most a fixed share of load instead of multiplying it.
 //
 // A request is in flight from Begin to End; a retry from a successful
-// TryRetry to DoneRetry (the wait before the retry included). A Budget is
+// TryRetry to DoneRetry. Callers take the retry after any backoff wait,
+// just before the retried attempt, and release it when the attempt ends
+// (package route does), so that only retry attempts in flight count, as in
+// Envoy. A Budget is
 // safe for concurrent use; its methods do not allocate.
 type Budget struct {
 	ratio    float64

@@ -250,13 +250,20 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 			return stop, last
 		case m.b.State() == breaker.Open: // our failures tripped it: do not wait
 			return next, last
-		case !m.budget.TryRetry():
-			return next, last
 		}
-		retrying, wait = true, d.Wait
+		wait = d.Wait
 		if err := sleep(l.ctx, wait); err != nil {
 			return stop, contextFailure(err, last)
 		}
+		// A retry holds the budget while its attempt is in flight, as
+		// Envoy's retry budget counts active retry requests: waiting for a
+		// server's Retry-After adds no load, so it does not hold the
+		// budget; many slow retries at once (an upstream that is slow to
+		// fail) do, and are refused.
+		if !m.budget.TryRetry() {
+			return next, last
+		}
+		retrying = true
 	}
 }
 

@@ -339,8 +339,10 @@ func TestRetryBudgetLimitsConcurrentRetries(t *testing.T) {
 		cfg.RetryBudget = retry.BudgetSettings{Ratio: 0.1, MinConcurrency: 2}
 		cfg.Breaker = breaker.Settings{ConsecutiveFailures: 1000, MinRequests: 1000}
 		r := mustRouter(t, cfg)
-		// Every first call to a fails; retries succeed. Ten calls in flight
-		// at once: the budget allows max(2, 10% of 10) = 2 retries on a.
+		// Every first call to a fails; its retry hangs until released, so
+		// ten retries want to be in flight at once: the budget allows
+		// max(2, 10% of 10) = 2 retry attempts on a; the others fall back.
+		release := make(chan struct{})
 		var mu sync.Mutex
 		seen := map[*int]bool{}
 		var retriedOnA, servedByB int
@@ -350,10 +352,14 @@ func TestRetryBudgetLimitsConcurrentRetries(t *testing.T) {
 				id := new(int)
 				res, err := r.Do(t.Context(), "smart", func(ctx context.Context, d *Deployment) error {
 					mu.Lock()
-					defer mu.Unlock()
-					if d.Name == "a" && !seen[id] {
-						seen[id] = true
+					first := d.Name == "a" && !seen[id]
+					seen[id] = true
+					mu.Unlock()
+					if first {
 						return fail(failure.Overloaded)
+					}
+					if d.Name == "a" {
+						<-release
 					}
 					return nil
 				})
@@ -370,12 +376,59 @@ func TestRetryBudgetLimitsConcurrentRetries(t *testing.T) {
 				}
 			})
 		}
+		time.Sleep(2 * time.Second) // past the 1s backoff: every retry has begun or fallen back
+		synctest.Wait()
+		close(release)
 		wg.Wait()
 		if retriedOnA != 2 || servedByB != 8 {
 			t.Errorf("retried on a: %d, fell back to b: %d; want 2 and 8", retriedOnA, servedByB)
 		}
 		if req, ret := r.deployments["a"].budget.InFlight(); req != 0 || ret != 0 {
 			t.Errorf("budget leaked: %d requests, %d retries in flight", req, ret)
+		}
+	})
+}
+
+// Waiting for a server's Retry-After holds no retry budget: ten calls that
+// all wait before their retry are all retried on the same deployment.
+func TestRetryBudgetNotHeldWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.RetryBudget = retry.BudgetSettings{Ratio: 0.1, MinConcurrency: 2}
+		cfg.Breaker = breaker.Settings{ConsecutiveFailures: 1000, MinRequests: 1000}
+		r := mustRouter(t, cfg)
+		var mu sync.Mutex
+		seen := map[*int]bool{}
+		var onA int
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				id := new(int)
+				res, err := r.Do(t.Context(), "smart", func(ctx context.Context, d *Deployment) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if d.Name == "a" && !seen[id] {
+						seen[id] = true
+						f := fail(failure.RateLimited)
+						f.RetryAfter, f.HasRetryAfter = time.Second, true
+						return f
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if res.Deployment.Name == "a" {
+					onA++
+				}
+			})
+		}
+		wg.Wait()
+		if onA != 10 {
+			t.Errorf("%d of 10 calls retried on a after waiting; want all", onA)
 		}
 	})
 }

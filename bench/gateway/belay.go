@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// adminKey guards the admin API of the belay processes the bench starts.
+const adminKey = "bench-admin-key"
+
+// proxyConfig is belay in front of the zero-latency upstream: one alias,
+// one deployment, the embedded SQLite store (set by --store), traces on
+// (the default capture, redacted).
+const proxyConfig = `admin_key: %q
+models:
+  - alias: bench
+    deployments:
+      - {name: upstream, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: sk-bench}
+`
+
+// Sim deployment names: the built-in simulator gives a deployment whose
+// name is a built-in profile that profile ("down", "none"); other names
+// get sim.profile (storm).
+const (
+	depStormA  = "storm-a"
+	depStormB  = "storm-b"
+	depDown    = "down"
+	depHealthy = "none"
+	// breakerThreshold is the consecutive failures that open a breaker in
+	// the reliability config.
+	breakerThreshold = 5
+)
+
+// simConfig is belay over its built-in simulator: alias "storm" with two
+// storm deployments, alias "halfdown" with a deployment that is always
+// down before a healthy one. Timeouts are short so that the storm's hangs
+// (3% of requests) cost 2s, not the default 120s.
+const simConfig = `admin_key: %q
+sim: {profile: storm, seed: 1}
+timeouts: {first_byte: 2s, first_token: 2s, idle: 2s}
+breaker: {consecutive_failures: %d}
+models:
+  - alias: storm
+    deployments:
+      - {name: ` + depStormA + `, provider: openai, model: gpt-4o-mini, base_url: "sim://"}
+      - {name: ` + depStormB + `, provider: openai, model: gpt-4o-mini, base_url: "sim://"}
+  - alias: halfdown
+    deployments:
+      - {name: ` + depDown + `, provider: openai, model: gpt-4o-mini, base_url: "sim://"}
+      - {name: ` + depHealthy + `, provider: openai, model: gpt-4o-mini, base_url: "sim://"}
+`
+
+// belayProc is one `belay serve` process.
+type belayProc struct {
+	*child
+	base string // http://host:port
+}
+
+// startBelay writes cfgText to dir/name.yaml and runs
+// `BIN serve --config FILE --listen ADDR --store sqlite://dir/name.db`.
+// A non-empty storeURL replaces the SQLite store (a diagnostic: memory://
+// shows the request path without the store).
+func startBelay(ctx context.Context, bin, dir, name, cfgText, storeURL string) (*belayProc, error) {
+	cfgPath := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	store := "sqlite://" + filepath.Join(dir, name+".db")
+	if storeURL != "" {
+		store = storeURL
+	}
+	cmd := exec.CommandContext(ctx, bin, "serve", "--config", cfgPath, "--listen", addr, "--store", store)
+	c, err := startChild(ctx, name, cmd, filepath.Join(dir, name+".log"), false, 0)
+	if err != nil {
+		return nil, err
+	}
+	p := &belayProc{child: c, base: "http://" + addr}
+	if err := waitHTTP(ctx, p.base+"/healthz", 30*time.Second); err != nil {
+		c.stop()
+		log, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+		return nil, fmt.Errorf("belay serve (%s): %w\n%s", name, err, tail(log, 2000))
+	}
+	return p, nil
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// rssKB reads VmRSS (kB) of pid from /proc.
+func rssKB(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// metricLine matches a Prometheus text sample: name{labels} value.
+var metricLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)`)
+var labelPair = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+
+// sample is one metric sample.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// scrape reads base/metrics.
+func scrape(ctx context.Context, base string) ([]sample, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+func parseMetrics(r io.Reader) ([]sample, error) {
+	var out []sample
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := metricLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			continue
+		}
+		s := sample{name: m[1], labels: map[string]string{}, value: v}
+		for _, lp := range labelPair.FindAllStringSubmatch(m[2], -1) {
+			s.labels[lp[1]] = lp[2]
+		}
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+// sum adds the samples named name whose labels include every pair of want.
+func sum(ss []sample, name string, want map[string]string) float64 {
+	t := 0.0
+next:
+	for _, s := range ss {
+		if s.name != name {
+			continue
+		}
+		for k, v := range want {
+			if s.labels[k] != v {
+				continue next
+			}
+		}
+		t += s.value
+	}
+	return t
+}
+
+// breakers reads GET /admin/breakers: deployment name → state.
+func breakers(ctx context.Context, base string) (map[string]string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/admin/breakers", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("GET /admin/breakers: %s: %s", resp.Status, b)
+	}
+	out := map[string]string{}
+	return out, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+// upstreamCounts reads the zero-latency upstream's GET /stats.
+func upstreamCounts(ctx context.Context, base string) (requests, permanent int64, err error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stats", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var v struct{ Requests, Permanent int64 }
+	err = json.NewDecoder(resp.Body).Decode(&v)
+	return v.Requests, v.Permanent, err
+}

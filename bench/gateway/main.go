@@ -1,0 +1,253 @@
+// Command gateway measures belay's gateway (`belay serve`) against a
+// direct call and a bare net/http/httputil.ReverseProxy — and Portkey's
+// gateway 1.15.2 when npm can install it — in one run on loopback, and
+// prints each goal of the gateway's performance issue as a ratio with
+// PASS or FAIL. See README.md for the goals, the command and the figures.
+//
+// Processes: a zero-latency OpenAI-compatible upstream and the bare proxy
+// are this program re-executed (-role upstream, -role proxy); belay runs
+// as `BIN serve` with the embedded SQLite store and traces on; the load
+// generator is this process.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	belay       string
+	full        bool
+	warm, n     int
+	streams     int
+	conc        []int
+	tdur        time.Duration
+	rssFrom     int64
+	rssTo       int64
+	stormN      int
+	downN       int
+	portkey     bool
+	portkeyWait time.Duration
+	keep        bool
+	store       string
+}
+
+func main() {
+	role := flag.String("role", "", "internal: run as a helper process (upstream or proxy)")
+	targetURL := flag.String("target", "", "internal: the proxy's upstream URL")
+	var o options
+	var concList string
+	flag.StringVar(&o.belay, "belay", "", "path of the belay binary (go build -o PATH ./cmd/belay); required")
+	flag.BoolVar(&o.full, "full", false, "full mode: RSS at 100,000 and 1,000,000 requests, 10,000 storm requests")
+	flag.IntVar(&o.warm, "warm", 200, "warm-up requests per target before the sequential samples")
+	flag.IntVar(&o.n, "n", 2000, "sequential samples per target (latency and time to first token)")
+	flag.IntVar(&o.streams, "streams", 10000, "streamed requests per target for stream integrity")
+	flag.StringVar(&concList, "conc", "32,64", "concurrency levels for throughput at saturation")
+	flag.DurationVar(&o.tdur, "tdur", 3*time.Second, "duration of each throughput measurement")
+	flag.Int64Var(&o.rssFrom, "rss-from", 20000, "belay requests at the first RSS reading (-full: 100000)")
+	flag.Int64Var(&o.rssTo, "rss-to", 100000, "belay requests at the second RSS reading (-full: 1000000)")
+	flag.IntVar(&o.stormN, "storm", 2000, "client requests under the storm profile (-full: 10000)")
+	flag.IntVar(&o.downN, "down", 2000, "client requests with one deployment down")
+	flag.BoolVar(&o.portkey, "portkey", true, "install and measure Portkey's gateway "+portkeyVersion+" if npm can")
+	flag.DurationVar(&o.portkeyWait, "portkey-install-timeout", 120*time.Second, "the one npm install attempt's time limit")
+	flag.StringVar(&o.store, "store", "", "diagnostic: the store URL of the belay under measurement instead of SQLite (memory://); the goals need the default")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
+	flag.Parse()
+
+	if *role != "" {
+		if err := runRole(*role, *targetURL); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	for _, s := range strings.Split(concList, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c < 1 {
+			fmt.Fprintf(os.Stderr, "-conc: %q is not a positive integer\n", s)
+			os.Exit(2)
+		}
+		o.conc = append(o.conc, c)
+	}
+	if o.full {
+		setIfDefault("rss-from", &o.rssFrom, 100000)
+		setIfDefault("rss-to", &o.rssTo, 1000000)
+		setIfDefault("storm", &o.stormN, 10000)
+	}
+	if o.belay == "" {
+		fmt.Fprintln(os.Stderr, "-belay PATH is required (run.sh builds it)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// setIfDefault sets *v to full unless the flag name was given.
+func setIfDefault[T any](name string, v *T, full T) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	if !given {
+		*v = full
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "belay-bench-gateway-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Println("temporary directory:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var m measured
+	m.started = time.Now()
+
+	up, err := startChild(ctx, "upstream", exec.CommandContext(ctx, self, "-role", "upstream"), filepath.Join(dir, "upstream.log"), true, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer up.stop()
+	upBase := "http://" + up.addr
+	px, err := startChild(ctx, "proxy", exec.CommandContext(ctx, self, "-role", "proxy", "-target", upBase), filepath.Join(dir, "proxy.log"), true, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer px.stop()
+	bp, err := startBelay(ctx, o.belay, dir, "belay", fmt.Sprintf(proxyConfig, adminKey, upBase+"/v1"), o.store)
+	if o.store != "" {
+		fmt.Println("NOTE: belay uses store", o.store, "- a diagnostic run, not the full path the goals ask for")
+	}
+	if err != nil {
+		return err
+	}
+	defer bp.stop()
+
+	direct := newTarget("direct", upBase+"/v1", "gpt-4o-mini", nil)
+	proxy := newTarget("proxy", "http://"+px.addr+"/v1", "gpt-4o-mini", nil)
+	bel := newTarget("belay", bp.base+"/v1", "bench", nil)
+	targets := []*target{direct, proxy, bel}
+	if o.portkey {
+		pk, pt, err := startPortkey(ctx, dir, upBase, o.portkeyWait)
+		if err != nil {
+			fmt.Println("portkey: not installed:", firstLine(err.Error()))
+		} else {
+			defer pk.stop()
+			targets = append(targets, pt)
+			m.portkey = true
+			if pt.noStream != "" {
+				fmt.Println("portkey: streaming skipped:", pt.noStream)
+				m.portkeyNoStream = pt.noStream
+			}
+		}
+	}
+	fmt.Printf("upstream %s, bare proxy %s, belay %s (pid %d)\n", upBase, px.addr, bp.base, bp.cmd.Process.Pid)
+
+	if err := measureSpeed(ctx, o, targets, &m); err != nil {
+		return err
+	}
+	streamTargets := []*target{direct, proxy, bel}
+	for _, t := range streamTargets {
+		step("stream integrity: %d streams to %s", o.streams, t.name)
+		m.integrity = append(m.integrity, namedIntegrity{t.name, streamIntegrity(ctx, t, o.streams, 32)})
+	}
+
+	step("permanent failures: 200 requests the upstream refuses with 400 context_length_exceeded")
+	if m.permanent, err = permanent(ctx, bel, upBase, 200); err != nil {
+		return err
+	}
+
+	if err := measureRSS(ctx, o, bel, bp.cmd.Process.Pid, &m); err != nil {
+		return err
+	}
+
+	sp, err := startBelay(ctx, o.belay, dir, "belay-sim", fmt.Sprintf(simConfig, adminKey, breakerThreshold), "")
+	if err != nil {
+		return err
+	}
+	defer sp.stop()
+	step("storm: %d requests to two storm deployments, concurrency 64", o.stormN)
+	if m.storm, err = storm(ctx, sp, o.stormN, 64); err != nil {
+		return err
+	}
+	step("one deployment down: %d requests, concurrency 16", o.downN)
+	if m.down, err = halfDown(ctx, sp, o.downN, 16); err != nil {
+		return err
+	}
+	m.elapsed = time.Since(m.started)
+	report(os.Stdout, o, &m)
+	return nil
+}
+
+// measureSpeed runs the sequential latency, streaming TTFT and throughput
+// measurements.
+func measureSpeed(ctx context.Context, o options, targets []*target, m *measured) error {
+	var err error
+	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
+	if m.plain, err = sequential(ctx, targets, false, o.warm, o.n); err != nil {
+		return err
+	}
+	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
+	if m.stream, err = sequential(ctx, targets, true, o.warm, o.n); err != nil {
+		return err
+	}
+	m.rps = map[string]float64{}
+	m.rpsFails = map[string]int64{}
+	for _, c := range o.conc {
+		for _, t := range targets {
+			step("throughput: %s at concurrency %d for %v", t.name, c, o.tdur)
+			rps, fails := saturate(ctx, t, c, o.tdur)
+			if rps > m.rps[t.name] {
+				m.rps[t.name] = rps
+				m.rpsConc = append(m.rpsConc, fmt.Sprintf("%s@%d", t.name, c))
+			}
+			m.rpsFails[t.name] += fails
+		}
+	}
+	return ctx.Err()
+}
+
+// measureRSS drives belay to rssFrom and rssTo requests in total and reads
+// its resident set at each.
+func measureRSS(ctx context.Context, o options, bel *target, pid int, m *measured) error {
+	for _, at := range []int64{o.rssFrom, o.rssTo} {
+		step("memory: driving belay to %d requests (now %d)", at, bel.sent.Load())
+		m.rssFails += drive(ctx, bel, 32, at)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		kb, err := rssKB(pid)
+		if err != nil {
+			return err
+		}
+		m.rss = append(m.rss, rssReading{requests: bel.sent.Load(), kb: kb})
+	}
+	return nil
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}

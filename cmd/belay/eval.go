@@ -1,0 +1,165 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/belay-run/belay/eval"
+	"github.com/belay-run/belay/eval/harness"
+	"github.com/belay-run/belay/eval/stats"
+	refund "github.com/belay-run/belay/examples/refund-agent/agent"
+	"github.com/belay-run/belay/store/open"
+)
+
+func init() {
+	// The example agent, runnable in-process as `agent: {go: refund-agent}`.
+	eval.RegisterAgent("refund-agent", refund.NewEvalAgent())
+}
+
+func evalCmd() *cobra.Command {
+	var (
+		runs                      int
+		seed                      int64
+		storeURL                  string
+		jsonOut, junit, markdown  string
+		detect                    float64
+		baseline                  string
+		runDetected, quiet, noBar bool
+	)
+	c := &cobra.Command{
+		Use:   "eval SUITE",
+		Short: "Run a scenario suite many times through belay and report pass rates with 95% Wilson intervals",
+		Long: `eval runs every scenario of SUITE (a YAML file) the configured number of times through belay,
+and reports per scenario and overall: pass rate with its 95% Wilson interval, pass^k, latency
+percentiles, cost per successful run, tokens, failures by reason, turn-cap stops, unsafe actions and
+golden-trace mismatches. Traces go to the store (--store); look at one with 'belay trace show RUN'.
+
+Exit status: 0 when the suite ran (whatever the pass rates), 1 when the suite's min_pass_rate is not
+met (the overall interval's upper bound is below it), 2 on bad input.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			s, err := eval.LoadSuite(args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			out := cmd.OutOrStdout()
+			opt := eval.Options{Runs: runs}
+			if cmd.Flags().Changed("seed") {
+				opt.Seed = &seed
+			}
+			if detect > 0 {
+				n, err := detectRuns(out, s, baseline, detect)
+				if err != nil {
+					return badInput(err)
+				}
+				if !runDetected {
+					return nil
+				}
+				opt.Runs = n
+			}
+			if !noBar && !quiet {
+				opt.Progress = cmd.ErrOrStderr()
+			}
+			st, err := open.Open(ctx, storeURL)
+			if err != nil {
+				return badInput(err)
+			}
+			defer st.Close()
+			rep, err := eval.Run(ctx, s, harness.Factory(st), opt)
+			if errors.Is(err, eval.ErrBadSuite) {
+				return badInput(err)
+			}
+			if err != nil {
+				return exit(1, err)
+			}
+			if !quiet {
+				if err := rep.WriteText(out); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", storeURL, storeURL)
+			}
+			for _, w := range []struct {
+				path  string
+				write func(io.Writer) error
+			}{{jsonOut, rep.WriteJSON}, {junit, rep.WriteJUnit}, {markdown, rep.WriteMarkdown}} {
+				if w.path == "" {
+					continue
+				}
+				if err := writeFile(w.path, w.write); err != nil {
+					return exit(1, err)
+				}
+			}
+			if !rep.MinPassRateMet() {
+				return exit(1, fmt.Errorf("min_pass_rate %.3f not met: overall pass rate %.3f, 95%% interval [%.3f, %.3f]",
+					*rep.MinPassRate, rep.Overall.PassRate, rep.Overall.Wilson.Low, rep.Overall.Wilson.High))
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&runs, "runs", 0, "runs per scenario (overrides the suite)")
+	f.Int64Var(&seed, "seed", 0, "seed (overrides the suite)")
+	f.StringVar(&storeURL, "store", "sqlite://belay.db", "store for runs and traces: sqlite://PATH or postgres://URL")
+	f.StringVar(&jsonOut, "json", "", "write the JSON report (the baseline format for belay gate) to FILE")
+	f.StringVar(&junit, "junit", "", "write JUnit XML to FILE")
+	f.StringVar(&markdown, "markdown", "", "write a Markdown summary to FILE")
+	f.Float64Var(&detect, "detect", 0, "print the runs per scenario needed to detect a drop of this size (e.g. 0.05) with 80% power at one-sided α=0.05")
+	f.StringVar(&baseline, "baseline", "", "with --detect: the baseline report whose pass rates the drop is measured from")
+	f.BoolVar(&runDetected, "run-detected", false, "with --detect: run the suite with that many runs per scenario")
+	f.BoolVar(&quiet, "quiet", false, "print nothing but errors")
+	f.BoolVar(&noBar, "no-progress", false, "do not show the progress bar")
+	return c
+}
+
+// detectRuns prints, per scenario, the runs needed to detect a drop of
+// size drop from the baseline's pass rate, and returns the largest.
+func detectRuns(w io.Writer, s *eval.Suite, baseline string, drop float64) (int, error) {
+	if baseline == "" {
+		return 0, errors.New("--detect needs --baseline REPORT.json (the pass rates to detect a drop from)")
+	}
+	base, err := eval.ReadReport(baseline)
+	if err != nil {
+		return 0, err
+	}
+	most := 0
+	fmt.Fprintf(w, "runs per scenario to detect a drop of %.3f (80%% power, one-sided α=0.05):\n", drop)
+	for _, sc := range base.Scenarios {
+		rate := sc.PassRate
+		if rate-drop <= 0 {
+			fmt.Fprintf(w, "  %-32s baseline %.3f: a drop of %.3f is not possible\n", sc.Name, rate, drop)
+			continue
+		}
+		n, err := stats.RunsToDetect(rate, drop, 0.05, 0.8)
+		if err != nil {
+			return 0, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		fmt.Fprintf(w, "  %-32s baseline %.3f: %d runs\n", sc.Name, rate, n)
+		most = max(most, n)
+	}
+	_ = s
+	return most, nil
+}
+
+// writeFile writes through write to path, atomically (temp file, rename).
+func writeFile(path string, write func(io.Writer) error) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/open"
+)
+
+// defaultStore is the --store default: the embedded store in the working
+// directory, where `belay serve` puts it without a config file.
+const defaultStore = "sqlite://belay.db"
+
+// opsCommands returns the operations commands: runs, trace, approvals,
+// kill and unkill. Each reads or writes the store named by --store.
+// Kill flags and approval decisions written here reach running gateways
+// through the store (kill-flag polling, or LISTEN/NOTIFY on PostgreSQL).
+func opsCommands() []*cobra.Command {
+	cmds := []*cobra.Command{runsCmd(), traceCmd(), approvalsCmd(), killCmd(), unkillCmd()}
+	for _, c := range cmds {
+		c.PersistentFlags().String("store", defaultStore, "store URL: sqlite://PATH or postgres://USER@HOST/DB")
+	}
+	return cmds
+}
+
+// withStore opens the store named by --store (see store/open.Open for the
+// URL forms), runs fn and closes it. An unsupported scheme is bad input
+// (exit 2); an SQLite file that does not exist is an error (exit 1) rather
+// than a new empty store, so that a kill or an approval is never written
+// where no gateway reads it. Other errors from fn are exit 1.
+func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) error) error {
+	url, err := cmd.Flags().GetString("store")
+	if err != nil {
+		return badInput(err)
+	}
+	if path, ok := sqlitePath(url); ok {
+		if _, err := os.Stat(path); err != nil {
+			return exit(1, fmt.Errorf("store %s: %w (pass --store, or start belay serve first)", url, err))
+		}
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	st, err := open.Open(ctx, url)
+	switch {
+	case errors.Is(err, open.ErrScheme):
+		return badInput(fmt.Errorf("--store %s: %w", url, err))
+	case err != nil:
+		return exit(1, fmt.Errorf("open store %s: %w", url, err))
+	}
+	err = fn(ctx, st)
+	if cerr := st.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	var ee *exitError
+	if err != nil && !errors.As(err, &ee) {
+		err = exit(1, err) // a store failure, not bad input
+	}
+	return err
+}
+
+// sqlitePath returns the file an SQLite store URL names: sqlite://PATH
+// (also sqlite3:// and file://) or a bare path without a scheme.
+func sqlitePath(url string) (string, bool) {
+	scheme, rest, hasScheme := strings.Cut(url, "://")
+	switch {
+	case !hasScheme:
+		return url, url != "" && !strings.Contains(url, ":")
+	case rest == "":
+		return "", false
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite", "sqlite3", "file":
+		return rest, true
+	}
+	return "", false
+}
+
+// notFound turns store.ErrNotFound into exit 1 with "WHAT ID not found".
+func notFound(err error, what, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return exit(1, fmt.Errorf("%s %s not found", what, id))
+	}
+	return err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func runsCmd() *cobra.Command {
+	var (
+		f      store.RunFilter
+		status string
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "runs",
+		Short: "List runs, newest first: status, stop reason, turns, tool calls, tokens, cost, duration",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch s := store.RunStatus(status); s {
+			case "", store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunStopped:
+				f.Status = s
+			default:
+				return badInput(fmt.Errorf("--status %q: want running, succeeded, failed or stopped", status))
+			}
+			if f.Limit < 1 {
+				return badInput(fmt.Errorf("--limit %d: must be ≥ 1", f.Limit))
+			}
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				runs, err := st.ListRuns(ctx, f)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), nonNilSlice(runs))
+				}
+				return writeRuns(cmd.OutOrStdout(), runs, time.Now())
+			})
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.Tenant, "tenant", "", "only this tenant's runs")
+	fl.StringVar(&status, "status", "", "only runs in this status: running, succeeded, failed, stopped")
+	fl.IntVar(&f.Limit, "limit", 50, "at most this many runs")
+	fl.BoolVar(&asJSON, "json", false, "print the run records as JSON")
+	return c
+}
+
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// writeRuns prints runs as a table; a running run's duration is up to now.
+func writeRuns(w io.Writer, runs []store.Run, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANT\tAGENT\tSTATUS\tSTOP REASON\tTURNS\tTOOLS\tTOKENS IN/OUT\tCOST\tSTARTED\tDURATION")
+	for _, r := range runs {
+		end := r.Ended
+		if end.IsZero() {
+			end = now
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\n",
+			r.ID, orDash(r.Tenant), orDash(r.Agent), r.Status, orDash(r.StopReason), r.Turns, r.ToolCalls,
+			r.InputTokens, r.OutputTokens, r.Cost, r.Started.Local().Format(time.DateTime), shortDuration(end.Sub(r.Started)))
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(tw, "(no runs)")
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortDuration shortens a duration for a table: ms below a second, then 0.1 s.
+func shortDuration(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
+func approvalsCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "approvals",
+		Short: "List pending approvals of irreversible tool calls, and approve or deny them",
+	}
+	var all, asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List pending approvals, oldest first (--all: every state)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				state := store.ApprovalPending
+				if all {
+					state = ""
+				}
+				as, err := st.ListApprovals(ctx, state)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), nonNilSlice(as))
+				}
+				return writeApprovals(cmd.OutOrStdout(), as)
+			})
+		},
+	}
+	list.Flags().BoolVar(&all, "all", false, "include decided and expired approvals")
+	list.Flags().BoolVar(&asJSON, "json", false, "print the approvals as JSON")
+	c.AddCommand(list, decideCmd("approve", store.ApprovalApproved), decideCmd("deny", store.ApprovalDenied))
+	return c
+}
+
+func decideCmd(verb string, state store.ApprovalState) *cobra.Command {
+	var by, note string
+	c := &cobra.Command{
+		Use:   verb + " ID",
+		Short: fmt.Sprintf("Mark a pending approval %s; a decided one is an error (exit 1)", state),
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				a, err := st.DecideApproval(ctx, id, state, by, note, time.Now())
+				switch {
+				case errors.Is(err, store.ErrConflict):
+					return exit(1, alreadyDecided(ctx, st, id, err))
+				case err != nil:
+					return notFound(err, "approval", id)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "approval %s %s by %s: %s on run %s\n", a.ID, a.State, a.DecidedBy, a.Tool, a.RunID)
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVar(&by, "by", currentUser(), "who decides (recorded with the decision)")
+	c.Flags().StringVar(&note, "note", "", "a note recorded with the decision")
+	return c
+}
+
+// alreadyDecided explains a conflicting decision with the stored one.
+func alreadyDecided(ctx context.Context, st store.Store, id string, cause error) error {
+	a, err := st.GetApproval(ctx, id)
+	if err != nil {
+		return cause
+	}
+	msg := fmt.Sprintf("approval %s is already %s", id, a.State)
+	if a.DecidedBy != "" {
+		msg += " by " + a.DecidedBy
+	}
+	if !a.Decided.IsZero() {
+		msg += " at " + a.Decided.Local().Format(time.DateTime)
+	}
+	return fmt.Errorf("%s: %w", msg, store.ErrConflict)
+}
+
+func currentUser() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "cli"
+}
+
+func writeApprovals(w io.Writer, as []store.Approval) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRUN\tTENANT\tTOOL\tSTATE\tREQUESTED\tDECIDED BY\tARGUMENTS")
+	for _, a := range as {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.RunID, orDash(a.Tenant), a.Tool, a.State,
+			a.Requested.Local().Format(time.DateTime), orDash(a.DecidedBy), clipRunes(string(a.Arguments), 60))
+	}
+	if len(as) == 0 {
+		fmt.Fprintln(tw, "(no approvals)")
+	}
+	return tw.Flush()
+}
+
+// clip shortens s to at most n runes, marking a cut with "…".
+func clipRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+var killTargets = []store.KillTarget{store.KillRun, store.KillTenant, store.KillTool, store.KillModel, store.KillDeployment, store.KillAll}
+
+// killArgs parses "TARGET NAME" or "all".
+func killArgs(args []string) (store.KillTarget, string, error) {
+	t := store.KillTarget(args[0])
+	switch {
+	case t == store.KillAll && len(args) == 1:
+		return t, "", nil
+	case t == store.KillAll:
+		return "", "", fmt.Errorf("kill target all takes no name")
+	case !slices.Contains(killTargets, t):
+		return "", "", fmt.Errorf("kill target %q: want run, tenant, tool, model, deployment or all", args[0])
+	case len(args) != 2 || args[1] == "":
+		return "", "", fmt.Errorf("kill target %s needs one NAME", t)
+	}
+	return t, args[1], nil
+}
+
+func killCmd() *cobra.Command {
+	var reason, by string
+	c := &cobra.Command{
+		Use:   "kill [run|tenant|tool|model|deployment NAME | all]",
+		Short: "Set a kill flag: running gateways stop the matching runs and refuse new work; no arguments lists the flags",
+		Args:  cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return withStore(cmd, func(ctx context.Context, st store.Store) error {
+					return listKills(ctx, st, cmd.OutOrStdout())
+				})
+			}
+			target, name, err := killArgs(args)
+			if err != nil {
+				return badInput(err)
+			}
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				k := store.Kill{Target: target, Name: name, Reason: reason, By: by, At: time.Now()}
+				if err := st.SetKill(ctx, k); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "killed %s\n", killName(target, name))
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVar(&reason, "reason", "", "why (recorded with the flag and in the runs it stops)")
+	c.Flags().StringVar(&by, "by", currentUser(), "who sets the flag")
+	return c
+}
+
+func unkillCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "unkill run|tenant|tool|model|deployment NAME | all",
+		Short: "Clear a kill flag (clearing an absent flag does nothing)",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, name, err := killArgs(args)
+			if err != nil {
+				return badInput(err)
+			}
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				if err := st.ClearKill(ctx, target, name); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "cleared kill %s\n", killName(target, name))
+				return nil
+			})
+		},
+	}
+}
+
+func killName(t store.KillTarget, name string) string {
+	if t == store.KillAll {
+		return "all"
+	}
+	return string(t) + " " + name
+}
+
+func listKills(ctx context.Context, st store.Store, w io.Writer) error {
+	ks, err := st.ListKills(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tNAME\tREASON\tBY\tAT")
+	for _, k := range ks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.Target, orDash(k.Name), orDash(k.Reason), orDash(k.By), k.At.Local().Format(time.DateTime))
+	}
+	if len(ks) == 0 {
+		fmt.Fprintln(tw, "(no kill flags)")
+	}
+	return tw.Flush()
+}

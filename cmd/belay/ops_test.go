@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/open"
+	"github.com/belay-run/belay/trace"
+)
+
+var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
+
+// runTrace builds the spans of one run: a run span with a budget alert, a
+// model call with a rate-limited attempt and a successful one, then a tool
+// call that needed approval ap-1, with the given idempotency outcome.
+func runTrace(runID, outcome string) []trace.Span {
+	tid := "trace-" + runID
+	run := trace.Span{TraceID: tid, SpanID: runID + "-run", RunID: runID, Kind: trace.KindRun, Name: "invoke_agent support",
+		Start: t0, End: t0.Add(2500 * time.Millisecond), Status: trace.StatusError,
+		Attrs: map[string]any{trace.AttrTenant: "acme", trace.AttrRunStatus: "stopped",
+			trace.AttrStopReason: "budget_exceeded", trace.AttrFailureReason: "budget_exceeded", trace.AttrCostUSD: 0.0123},
+		Events: []trace.Event{{Name: "budget.alert", Time: t0.Add(2 * time.Second), Attrs: map[string]any{"scope": "run", "fraction": 0.8}}},
+	}
+	model := trace.Span{TraceID: tid, SpanID: runID + "-m1", ParentID: run.SpanID, RunID: runID, Kind: trace.KindModel, Name: "chat gpt-4o",
+		Start: t0.Add(10 * time.Millisecond), End: t0.Add(1210 * time.Millisecond), Status: trace.StatusOK,
+		Attrs: map[string]any{trace.AttrRequestModel: "gpt-4o", trace.AttrDeployment: "openai-b",
+			trace.AttrInputTokens: int64(300), trace.AttrOutputTokens: int64(120), trace.AttrCostUSD: 0.0123}}
+	a1 := trace.Span{TraceID: tid, SpanID: runID + "-a1", ParentID: model.SpanID, RunID: runID, Kind: trace.KindAttempt, Name: "attempt openai-a",
+		Start: t0.Add(10 * time.Millisecond), End: t0.Add(310 * time.Millisecond), Status: trace.StatusError,
+		Attrs: map[string]any{trace.AttrDeployment: "openai-a", trace.AttrAttempt: int64(1),
+			trace.AttrFailureKind: "transient", trace.AttrFailureReason: "rate_limited", trace.AttrErrorType: "rate_limited"}}
+	a2 := trace.Span{TraceID: tid, SpanID: runID + "-a2", ParentID: model.SpanID, RunID: runID, Kind: trace.KindAttempt, Name: "attempt openai-b",
+		Start: t0.Add(400 * time.Millisecond), End: t0.Add(1200 * time.Millisecond), Status: trace.StatusOK,
+		Attrs: map[string]any{trace.AttrDeployment: "openai-b", trace.AttrAttempt: int64(2), trace.AttrWaitMS: int64(90)}}
+	tool := trace.Span{TraceID: tid, SpanID: runID + "-t1", ParentID: run.SpanID, RunID: runID, Kind: trace.KindTool, Name: "execute_tool issue_refund",
+		Start: t0.Add(1300 * time.Millisecond), End: t0.Add(1320 * time.Millisecond), Status: trace.StatusOK,
+		Attrs: map[string]any{trace.AttrToolName: "issue_refund", trace.AttrApproval: "ap-1",
+			"belay.approval.state": "approved", trace.AttrToolOutcome: outcome, trace.AttrIdempotency: "k-" + runID}}
+	return []trace.Span{run, model, a1, a2, tool}
+}
+
+// seed creates an SQLite store with runs r1 (stopped, tool executed) and r2
+// (succeeded, tool replayed), their spans, and approval ap-1 pending. It
+// returns the store URL.
+func seed(t *testing.T) string {
+	t.Helper()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "belay.db")
+	ctx := context.Background()
+	st, err := open.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runs := []store.Run{
+		{ID: "r1", Tenant: "acme", Agent: "support", Status: store.RunStopped, StopReason: "budget_exceeded",
+			Started: t0, Ended: t0.Add(2500 * time.Millisecond), Turns: 2, ToolCalls: 1,
+			InputTokens: 300, OutputTokens: 120, Cost: budget.Micros(12300)},
+		{ID: "r2", Tenant: "globex", Agent: "support", Status: store.RunSucceeded,
+			Started: t0.Add(time.Minute), Ended: t0.Add(time.Minute + 800*time.Millisecond), Turns: 1,
+			InputTokens: 90, OutputTokens: 30, Cost: budget.Micros(450)},
+	}
+	for _, r := range runs {
+		if err := st.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans := append(runTrace("r1", trace.ToolExecuted), runTrace("r2", trace.ToolReplayed)...)
+	if err := st.WriteSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	ap := store.Approval{ID: "ap-1", RunID: "r1", Tenant: "acme", Tool: "issue_refund",
+		Arguments: []byte(`{"order":"A-17","amount_usd":40}`), State: store.ApprovalPending, Requested: t0.Add(time.Second)}
+	if err := st.CreateApproval(ctx, ap); err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// belay runs the real root command with args and --store url.
+func belay(t *testing.T, url string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append(args, "--store", url))
+	err = root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+// exitCode is the code main would exit with for err.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return 2
+}
+
+func wantCode(t *testing.T, err error, code int, msg string) {
+	t.Helper()
+	if got := exitCode(err); got != code {
+		t.Fatalf("exit %d (err %v), want %d", got, err, code)
+	}
+	if msg != "" && (err == nil || !strings.Contains(err.Error(), msg)) {
+		t.Fatalf("error %v, want it to contain %q", err, msg)
+	}
+}
+
+func wantLines(t *testing.T, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+func TestRuns(t *testing.T) {
+	url := seed(t)
+	out, _, err := belay(t, url, "runs")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "ID  ", "STOP REASON", "r1  acme", "stopped", "budget_exceeded", "300/120", "$0.0123", "2.5s",
+		"r2  globex", "succeeded", "$0.00045", "800ms")
+	// Newest first.
+	if strings.Index(out, "r2  ") > strings.Index(out, "r1  ") {
+		t.Errorf("r2 should come before r1:\n%s", out)
+	}
+
+	out, _, err = belay(t, url, "runs", "--status", "stopped", "--json")
+	wantCode(t, err, 0, "")
+	var runs []store.Run
+	if err := json.Unmarshal([]byte(out), &runs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(runs) != 1 || runs[0].ID != "r1" || runs[0].Cost != budget.Micros(12300) || runs[0].Turns != 2 {
+		t.Errorf("--status stopped --json: %+v", runs)
+	}
+
+	out, _, err = belay(t, url, "runs", "--tenant", "globex")
+	wantCode(t, err, 0, "")
+	if strings.Contains(out, "r1  ") || !strings.Contains(out, "r2  ") {
+		t.Errorf("--tenant globex:\n%s", out)
+	}
+	_, _, err = belay(t, url, "runs", "--status", "exploded")
+	wantCode(t, err, 2, "want running, succeeded, failed or stopped")
+}
+
+func TestTraceShow(t *testing.T) {
+	url := seed(t)
+	out, _, err := belay(t, url, "trace", "show", "r1")
+	wantCode(t, err, 0, "")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{
+		"run r1  tenant acme  agent support  stopped (budget_exceeded)  turns 2  tool calls 1  tokens 300/120  cost $0.0123",
+		"run invoke_agent support  error  2.5s  tenant=acme status=stopped stop_reason=budget_exceeded cost=$0.0123",
+		"  ! budget.alert +2s  fraction=0.8 scope=run",
+		"  model chat gpt-4o  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123",
+		"    attempt attempt openai-a  error  300ms  deployment=openai-a attempt=1 failure=rate_limited kind=transient",
+		"    attempt attempt openai-b  ok  800ms  deployment=openai-b attempt=2 wait_ms=90",
+		"  tool execute_tool issue_refund  ok  20ms  tool=issue_refund approval=ap-1 approval_state=approved outcome=executed",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("trace show r1:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
+	}
+
+	out, _, err = belay(t, url, "trace", "show", "r1", "--attrs")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "belay.idempotency_key=k-r1")
+
+	out, _, err = belay(t, url, "trace", "show", "r1", "--json")
+	wantCode(t, err, 0, "")
+	var spans []trace.Span
+	if err := json.Unmarshal([]byte(out), &spans); err != nil || len(spans) != 5 || spans[0].SpanID != "r1-run" {
+		t.Errorf("--json: %d spans, err %v", len(spans), err)
+	}
+
+	_, _, err = belay(t, url, "trace", "show", "nope")
+	wantCode(t, err, 1, "run nope not found")
+}
+
+func TestTraceDiff(t *testing.T) {
+	url := seed(t)
+	out, _, err := belay(t, url, "trace", "diff", "r1", "r1")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "no differences between r1 and r1")
+
+	// r2 differs in the tool's outcome only; ids, times, tokens and cost
+	// are not part of the canonical form.
+	out, _, err = belay(t, url, "trace", "diff", "r1", "r2")
+	wantCode(t, err, 1, "traces of r1 and r2 differ in 1 step")
+	wantLines(t, out, "--- r1\n+++ r2\n~ step 5 execute_tool issue_refund: belay.tool.outcome executed -> replayed\n")
+
+	_, _, err = belay(t, url, "trace", "diff", "r1", "ghost")
+	wantCode(t, err, 1, "run ghost not found")
+}
+
+func TestGolden(t *testing.T) {
+	url := seed(t)
+	out, _, err := belay(t, url, "trace", "golden", "save", "r1", "refund-path")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "saved golden refund-path from run r1 (5 steps)")
+
+	out, errOut, err := belay(t, url, "trace", "golden", "show", "refund-path")
+	wantCode(t, err, 0, "")
+	canon, cerr := trace.Canonical(runTrace("r1", trace.ToolExecuted))
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	if out != string(canon) {
+		t.Errorf("golden show:\n%s\nwant the canonical trace of r1:\n%s", out, canon)
+	}
+	wantLines(t, errOut, "golden refund-path, from run r1, 5 steps")
+
+	out, _, err = belay(t, url, "trace", "golden", "diff", "refund-path", "r2")
+	wantCode(t, err, 1, "differ in 1 step")
+	wantLines(t, out, "belay.tool.outcome executed -> replayed")
+	_, _, err = belay(t, url, "trace", "golden", "diff", "refund-path", "r1")
+	wantCode(t, err, 0, "")
+
+	_, _, err = belay(t, url, "trace", "golden", "show", "missing")
+	wantCode(t, err, 1, "golden missing not found")
+}
+
+func TestApprovals(t *testing.T) {
+	url := seed(t)
+	out, _, err := belay(t, url, "approvals", "list")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "ap-1  r1   acme    issue_refund  pending", `{"order":"A-17","amount_usd":40}`)
+
+	out, _, err = belay(t, url, "approvals", "approve", "ap-1", "--by", "alice", "--note", "refund checked")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "approval ap-1 approved by alice: issue_refund on run r1")
+
+	_, _, err = belay(t, url, "approvals", "approve", "ap-1", "--by", "bob")
+	wantCode(t, err, 1, "approval ap-1 is already approved by alice")
+	if !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second decision: %v, want store.ErrConflict", err)
+	}
+	_, _, err = belay(t, url, "approvals", "deny", "ap-1")
+	wantCode(t, err, 1, "already approved")
+
+	out, _, err = belay(t, url, "approvals", "list")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "(no approvals)")
+	out, _, err = belay(t, url, "approvals", "list", "--all", "--json")
+	wantCode(t, err, 0, "")
+	var as []store.Approval
+	if err := json.Unmarshal([]byte(out), &as); err != nil || len(as) != 1 ||
+		as[0].State != store.ApprovalApproved || as[0].DecidedBy != "alice" || as[0].Note != "refund checked" {
+		t.Errorf("list --all --json: %+v, %v", as, err)
+	}
+
+	_, _, err = belay(t, url, "approvals", "deny", "ap-404")
+	wantCode(t, err, 1, "approval ap-404 not found")
+}
+
+func TestKill(t *testing.T) {
+	url := seed(t)
+	out, _, err := belay(t, url, "kill", "tool", "issue_refund", "--reason", "refunds double-paid", "--by", "oncall")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "killed tool issue_refund")
+	_, _, err = belay(t, url, "kill", "all")
+	wantCode(t, err, 0, "")
+
+	kills := listKillsIn(t, url)
+	if len(kills) != 2 {
+		t.Fatalf("kills %+v, want 2", kills)
+	}
+	i := slices.IndexFunc(kills, func(k store.Kill) bool { return k.Target == store.KillTool })
+	if i < 0 || kills[i].Name != "issue_refund" || kills[i].Reason != "refunds double-paid" || kills[i].By != "oncall" || kills[i].At.IsZero() {
+		t.Errorf("tool flag: %+v", kills)
+	}
+	out, _, err = belay(t, url, "kill")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "tool    issue_refund  refunds double-paid  oncall", "all     -")
+
+	out, _, err = belay(t, url, "unkill", "tool", "issue_refund")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "cleared kill tool issue_refund")
+	_, _, err = belay(t, url, "unkill", "all")
+	wantCode(t, err, 0, "")
+	if kills := listKillsIn(t, url); len(kills) != 0 {
+		t.Errorf("after unkill: %+v", kills)
+	}
+
+	for _, args := range [][]string{{"kill", "planet", "earth"}, {"kill", "run"}, {"kill", "all", "x"}, {"unkill", "tenant"}} {
+		_, _, err = belay(t, url, args...)
+		wantCode(t, err, 2, "")
+	}
+}
+
+func listKillsIn(t *testing.T, url string) []store.Kill {
+	t.Helper()
+	st, err := open.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ks, err := st.ListKills(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+func TestStoreURLErrors(t *testing.T) {
+	_, _, err := belay(t, "mysql://db/belay", "runs")
+	wantCode(t, err, 2, "supported are sqlite://, postgres://")
+	if !errors.Is(err, open.ErrScheme) {
+		t.Errorf("err %v, want open.ErrScheme", err)
+	}
+	// A missing SQLite file is not created: a kill written there would
+	// reach no gateway.
+	missing := filepath.Join(t.TempDir(), "absent.db")
+	_, _, err = belay(t, "sqlite://"+missing, "kill", "all")
+	wantCode(t, err, 1, "absent.db")
+}

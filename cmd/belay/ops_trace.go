@@ -1,0 +1,369 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
+)
+
+func traceCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "trace",
+		Short: "Show a run's trace, diff two runs, and keep golden traces",
+	}
+	c.AddCommand(traceShowCmd(), traceDiffCmd(), goldenCmd())
+	return c
+}
+
+// runSpans returns a run's record and spans; an unknown run is exit 1.
+func runSpans(ctx context.Context, st store.Store, id string) (store.Run, []trace.Span, error) {
+	run, err := st.GetRun(ctx, id)
+	if err != nil {
+		return run, nil, notFound(err, "run", id)
+	}
+	spans, err := st.RunSpans(ctx, id)
+	return run, spans, err
+}
+
+func traceShowCmd() *cobra.Command {
+	var asJSON, allAttrs bool
+	c := &cobra.Command{
+		Use:   "show RUN",
+		Short: "Print a run's spans as a tree (run → model calls → attempts; tools) with key attributes and events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				run, spans, err := runSpans(ctx, st, args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), nonNilSlice(spans))
+				}
+				return writeTrace(cmd.OutOrStdout(), run, spans, allAttrs)
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the spans as JSON")
+	c.Flags().BoolVar(&allAttrs, "attrs", false, "print every attribute, not only the key ones")
+	return c
+}
+
+func traceDiffCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff A B",
+		Short: "Diff the canonical traces of runs A and B (exit 0 equal, 1 different)",
+		Long: "Diff the canonical traces of two runs: ids, times, durations, token counts and cost are left out\n" +
+			"(trace.DefaultVolatile), so the diff shows what the runs did differently: steps added, removed or\n" +
+			"changed (status, events, attributes). Exit 0 when equal, 1 when different or a run is unknown.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				var canon [2][]byte
+				for i, id := range args {
+					_, spans, err := runSpans(ctx, st, id)
+					if err != nil {
+						return err
+					}
+					if canon[i], err = trace.Canonical(spans); err != nil {
+						return fmt.Errorf("run %s: %w", id, err)
+					}
+				}
+				return printDiff(cmd.OutOrStdout(), canon[0], canon[1], args[0], args[1])
+			})
+		},
+	}
+}
+
+// printDiff diffs two canonical traces, prints the result and returns
+// exit 1 when they differ.
+func printDiff(w io.Writer, a, b []byte, nameA, nameB string) error {
+	d, err := trace.DiffCanonical(a, b)
+	if err != nil {
+		return err
+	}
+	if d.Equal() {
+		fmt.Fprintf(w, "no differences between %s and %s\n", nameA, nameB)
+		return nil
+	}
+	fmt.Fprintf(w, "--- %s\n+++ %s\n%s", nameA, nameB, d)
+	steps := "steps"
+	if len(d.Entries) == 1 {
+		steps = "step"
+	}
+	return exit(1, fmt.Errorf("traces of %s and %s differ in %d %s", nameA, nameB, len(d.Entries), steps))
+}
+
+func goldenCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "golden",
+		Short: "Save a run's canonical trace as a named golden trace, show one, or diff a run against one",
+	}
+	save := &cobra.Command{
+		Use:   "save RUN NAME",
+		Short: "Store the canonical trace of RUN as golden NAME (replacing an older one)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, name := args[0], args[1]
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				_, spans, err := runSpans(ctx, st, id)
+				if err != nil {
+					return err
+				}
+				if len(spans) == 0 {
+					return exit(1, fmt.Errorf("run %s has no spans", id))
+				}
+				canon, err := trace.Canonical(spans)
+				if err != nil {
+					return fmt.Errorf("run %s: %w", id, err)
+				}
+				if err := st.SaveGolden(ctx, name, id, canon); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "saved golden %s from run %s (%d steps)\n", name, id, bytesLines(canon))
+				return nil
+			})
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Print golden NAME: one canonical step (JSON) per line",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				canon, runID, err := st.Golden(ctx, args[0])
+				if err != nil {
+					return notFound(err, "golden", args[0])
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "golden %s, from run %s, %d steps\n", args[0], runID, bytesLines(canon))
+				_, err = cmd.OutOrStdout().Write(canon)
+				return err
+			})
+		},
+	}
+	diff := &cobra.Command{
+		Use:   "diff NAME RUN",
+		Short: "Diff RUN's canonical trace against golden NAME (exit 0 equal, 1 different)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, id := args[0], args[1]
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				golden, _, err := st.Golden(ctx, name)
+				if err != nil {
+					return notFound(err, "golden", name)
+				}
+				_, spans, err := runSpans(ctx, st, id)
+				if err != nil {
+					return err
+				}
+				canon, err := trace.Canonical(spans)
+				if err != nil {
+					return fmt.Errorf("run %s: %w", id, err)
+				}
+				return printDiff(cmd.OutOrStdout(), golden, canon, "golden "+name, "run "+id)
+			})
+		},
+	}
+	c.AddCommand(save, show, diff)
+	return c
+}
+
+func bytesLines(b []byte) int { return strings.Count(string(b), "\n") }
+
+// writeTrace prints a header from the run record, then the span tree.
+func writeTrace(w io.Writer, run store.Run, spans []trace.Span, allAttrs bool) error {
+	ew := &firstErrWriter{w: w}
+	status := string(run.Status)
+	if run.StopReason != "" {
+		status += " (" + run.StopReason + ")"
+	}
+	fmt.Fprintf(ew, "run %s  tenant %s  agent %s  %s  turns %d  tool calls %d  tokens %d/%d  cost %s\n",
+		run.ID, orDash(run.Tenant), orDash(run.Agent), status, run.Turns, run.ToolCalls, run.InputTokens, run.OutputTokens, run.Cost)
+	if len(spans) == 0 {
+		fmt.Fprintln(ew, "(no spans)")
+		return ew.err
+	}
+	t := newTree(spans)
+	for _, i := range t.roots {
+		t.write(ew, i, 0, allAttrs)
+	}
+	return ew.err
+}
+
+// tree orders spans by parent: children by start time, then span id. A span
+// whose parent is not among the spans is a root.
+type tree struct {
+	spans    []trace.Span
+	roots    []int
+	children map[int][]int
+	seen     map[int]bool
+}
+
+func newTree(spans []trace.Span) *tree {
+	t := &tree{spans: spans, children: map[int][]int{}, seen: map[int]bool{}}
+	byID := make(map[string]int, len(spans))
+	for i, s := range spans {
+		byID[s.SpanID] = i
+	}
+	for i, s := range spans {
+		if p, ok := byID[s.ParentID]; ok && s.ParentID != "" && p != i {
+			t.children[p] = append(t.children[p], i)
+		} else {
+			t.roots = append(t.roots, i)
+		}
+	}
+	t.sort(t.roots)
+	for _, c := range t.children {
+		t.sort(c)
+	}
+	return t
+}
+
+func (t *tree) sort(ids []int) {
+	slices.SortStableFunc(ids, func(a, b int) int {
+		x, y := t.spans[a], t.spans[b]
+		return cmp.Or(x.Start.Compare(y.Start), cmp.Compare(x.SpanID, y.SpanID))
+	})
+}
+
+func (t *tree) write(w io.Writer, i, depth int, allAttrs bool) {
+	if t.seen[i] { // a parent cycle: print each span once
+		return
+	}
+	t.seen[i] = true
+	s := t.spans[i]
+	indent := strings.Repeat("  ", depth)
+	attrs := keyAttrs(s.Attrs)
+	if allAttrs {
+		attrs = everyAttr(s.Attrs)
+	}
+	fmt.Fprintf(w, "%s%s %s  %s  %s", indent, s.Kind, s.Name, orDash(string(s.Status)), spanDuration(s))
+	if len(attrs) > 0 {
+		fmt.Fprintf(w, "  %s", strings.Join(attrs, " "))
+	}
+	fmt.Fprintln(w)
+	for _, e := range s.Events {
+		fmt.Fprintf(w, "%s  ! %s +%s", indent, e.Name, shortDuration(e.Time.Sub(s.Start)))
+		if ea := everyAttr(e.Attrs); len(ea) > 0 {
+			fmt.Fprintf(w, "  %s", strings.Join(ea, " "))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, c := range t.children[i] {
+		t.write(w, c, depth+1, allAttrs)
+	}
+}
+
+func spanDuration(s trace.Span) string {
+	if s.End.IsZero() || s.End.Before(s.Start) {
+		return "open"
+	}
+	return shortDuration(s.End.Sub(s.Start)).String()
+}
+
+// keyAttrs picks the attributes an operator looks at first, as label=value.
+func keyAttrs(a map[string]any) []string {
+	var out []string
+	add := func(label string, keys ...string) {
+		for _, k := range keys {
+			if v, ok := a[k]; ok && attrString(v) != "" {
+				out = append(out, label+"="+attrString(v))
+				return
+			}
+		}
+	}
+	add("tenant", trace.AttrTenant)
+	add("status", trace.AttrRunStatus)
+	add("stop_reason", trace.AttrStopReason)
+	add("model", trace.AttrResponseModel, trace.AttrRequestModel)
+	add("deployment", trace.AttrDeployment)
+	add("attempt", trace.AttrAttempt)
+	_, in := a[trace.AttrInputTokens]
+	_, outTok := a[trace.AttrOutputTokens]
+	if in || outTok {
+		out = append(out, fmt.Sprintf("tokens=%s/%s", attrOr(a, trace.AttrInputTokens), attrOr(a, trace.AttrOutputTokens)))
+	}
+	if v, ok := a[trace.AttrCostUSD]; ok {
+		out = append(out, "cost=$"+attrString(v))
+	}
+	add("wait_ms", trace.AttrWaitMS)
+	if _, stop := a[trace.AttrStopReason]; !stop { // a run's failure reason is its stop reason
+		add("failure", trace.AttrFailureReason, trace.AttrErrorType)
+	}
+	add("kind", trace.AttrFailureKind)
+	add("breaker", trace.AttrBreakerState)
+	add("degraded", trace.AttrDegraded)
+	add("tool", trace.AttrToolName)
+	add("approval", trace.AttrApproval)
+	add("approval_state", "belay.approval.state")
+	add("approved_by", "belay.approval.by")
+	add("outcome", trace.AttrToolOutcome)
+	return out
+}
+
+func attrOr(a map[string]any, k string) string {
+	if v, ok := a[k]; ok {
+		return attrString(v)
+	}
+	return "-"
+}
+
+// everyAttr lists all attributes as key=value, sorted by key.
+func everyAttr(a map[string]any) []string {
+	out := make([]string, 0, len(a))
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		out = append(out, k+"="+attrString(a[k]))
+	}
+	return out
+}
+
+// attrString formats an attribute value: strings as they are, numbers in
+// their shortest form, anything else as compact JSON.
+func attrString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case int:
+		return strconv.Itoa(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case time.Duration:
+		return x.String()
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// firstErrWriter remembers the first write error and drops later writes.
+type firstErrWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *firstErrWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return len(p), nil
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

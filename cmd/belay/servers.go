@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/sim"
+)
+
+// serverCommands returns serve and sim.
+func serverCommands() []*cobra.Command { return []*cobra.Command{serveCmd(), simCmd()} }
+
+func serveCmd() *cobra.Command {
+	var listen, file, storeURL string
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the OpenAI- and Anthropic-compatible gateway (point an agent's base URL at it)",
+		Long: `serve runs belay's gateway: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
+GET /v1/models, /healthz, /readyz, /metrics and /admin/... . Every model call is a turn of a run
+(X-Belay-Run-Id), admitted against the run's limits and budget, routed with retries, breakers and
+fallback, and recorded in the store.
+
+With no --config it uses the embedded SQLite store belay.db in the working directory and the
+built-in simulator as its upstream (models gpt-4o-mini and claude-sonnet-4-5), so it answers on a
+fresh machine.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := config.Default()
+			if file != "" {
+				var err error
+				if cfg, err = config.Load(file); err != nil {
+					return badInput(err)
+				}
+			}
+			if listen != "" {
+				cfg.Listen = listen
+			}
+			if storeURL != "" {
+				cfg.Store = storeURL
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s)\n", cfg.Listen, cfg.Store)
+			if err := gateway.Serve(cmd.Context(), cfg); err != nil {
+				return exit(1, err)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&listen, "listen", "", "address to listen on (default from the config, else 127.0.0.1:4000)")
+	f.StringVar(&file, "config", "", "YAML config file (models, retry, breaker, limits, tenants, tools, ...)")
+	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH or postgres://URL (default from the config, else sqlite://belay.db)")
+	return c
+}
+
+func simCmd() *cobra.Command {
+	var listen, profile, script string
+	var seed uint64
+	c := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the LLM API simulator: OpenAI and Anthropic endpoints with scripted replies and fault profiles",
+		Long: fmt.Sprintf(`sim serves POST /v1/chat/completions, POST /v1/messages and GET /v1/models in the providers'
+real wire formats, with faults drawn from a profile, deterministically for a seed. Each endpoint is
+also served under /d/NAME/, where NAME selects a built-in profile (e.g. /d/down/v1/...).
+
+Profiles: %v`, sim.ProfileNames()),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := sim.ParseProfile(profile)
+			if err != nil {
+				return badInput(err)
+			}
+			cfg := sim.Config{Profile: p, Seed: seed}
+			if script != "" {
+				b, err := os.ReadFile(script)
+				if err != nil {
+					return badInput(err)
+				}
+				if cfg.Script, err = sim.ParseScript(b); err != nil {
+					return badInput(fmt.Errorf("%s: %w", script, err))
+				}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "belay sim: listening on http://%s (profile %s, seed %d)\n", listen, p.Name, seed)
+			if err := sim.ListenAndServe(cmd.Context(), listen, cfg); err != nil {
+				return exit(1, err)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:4010", "address to listen on")
+	f.StringVar(&profile, "profile", "none", "fault profile")
+	f.Uint64Var(&seed, "seed", 1, "seed for every random draw")
+	f.StringVar(&script, "script", "", "YAML file of scripted replies")
+	return c
+}

@@ -1,0 +1,315 @@
+// Package config is belay's YAML configuration: the listen address, the
+// store, model aliases and their deployments, retry and breaker policies,
+// run limits, tenants and their virtual keys and budgets, tools that need
+// approval, redaction, capture, pricing overrides, OTLP export, the admin
+// key, the built-in simulator and the gateway's timeouts.
+//
+// Load reads a file strictly (an unknown key is an error naming the file,
+// line and field), resolves "env:NAME" secrets, applies defaults and
+// validates everything once, with errors that name the field and the allowed
+// values. Default returns the configuration used when there is no file: the
+// built-in simulator as upstream and the embedded SQLite store, so
+// `belay serve` answers on a fresh machine.
+//
+// A *Config is plain data; after Load it is not modified by belay and may be
+// read from several goroutines.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults applied to zero fields by Load and Default.
+const (
+	DefaultListen       = "127.0.0.1:4000"
+	DefaultStore        = "sqlite://belay.db"
+	DefaultMaxBodyBytes = 32 << 20 // 32 MiB
+	DefaultCapture      = CaptureRedacted
+)
+
+// Config is the whole configuration. The zero value of each field means its
+// default (see the field docs); Load and Default fill them in.
+type Config struct {
+	// Listen is the gateway's address, host:port. Default 127.0.0.1:4000.
+	Listen string `yaml:"listen"`
+	// Store is the store URL: sqlite://PATH (default sqlite://belay.db, in
+	// the working directory), postgres://..., or memory:// (tests).
+	Store string `yaml:"store"`
+	// AdminKey guards /admin/... (Authorization: Bearer). Empty disables
+	// the admin API.
+	AdminKey Secret `yaml:"admin_key"`
+	// Models are the model aliases clients name in "model". Empty means
+	// the built-in simulator's models of Default.
+	Models []Model `yaml:"models"`
+	// Retry is the retry policy applied on each deployment.
+	Retry Retry `yaml:"retry"`
+	// Breaker configures one circuit breaker per deployment.
+	Breaker Breaker `yaml:"breaker"`
+	// Limits bound every run; a tenant's limits replace them field by
+	// field; a request may only lower them.
+	Limits Limits `yaml:"limits"`
+	// Tenants and their virtual keys. When empty, the gateway is open:
+	// every request belongs to the tenant "default" whatever key it sends.
+	Tenants []Tenant `yaml:"tenants"`
+	// Tools lists tool names (glob patterns) that need approval.
+	Tools Tools `yaml:"tools"`
+	// Redact names the redaction rules applied to captured content
+	// (email, card_number, api_key, ...).
+	Redact []string `yaml:"redact"`
+	// Capture is what message content traces keep: off, redacted
+	// (default) or full.
+	Capture Capture `yaml:"capture"`
+	// Pricing overrides the built-in price table, by model name.
+	Pricing map[string]Price `yaml:"pricing"`
+	// OTLP exports traces over OTLP/HTTP when Endpoint is set.
+	OTLP OTLP `yaml:"otlp"`
+	// Sim configures the built-in simulator used by deployments whose
+	// base_url is "sim://".
+	Sim Sim `yaml:"sim"`
+	// Timeouts of the gateway's client and upstream connections.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// MaxBodyBytes is the largest request body accepted; a larger one is
+	// refused with 413. Default 32 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+
+	// Path is the file the configuration was read from; empty for Default.
+	Path string `yaml:"-"`
+}
+
+// Provider names the wire dialect of a deployment.
+const (
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+)
+
+// SimBaseURL is the base_url that sends a deployment to the built-in
+// simulator.
+const SimBaseURL = "sim://"
+
+// Default base URLs, as the official SDKs use them: OpenAI's includes /v1,
+// Anthropic's does not (its paths start with /v1).
+const (
+	OpenAIBaseURL    = "https://api.openai.com/v1"
+	AnthropicBaseURL = "https://api.anthropic.com"
+)
+
+// Model is one model alias and its fallback chain.
+type Model struct {
+	Alias       string       `yaml:"alias"`
+	Deployments []Deployment `yaml:"deployments"`
+}
+
+// Deployment is one provider + model + credentials + base URL.
+type Deployment struct {
+	// Name identifies the deployment in metrics, traces and headers.
+	// Default "provider/model#i", i its index in the alias's chain.
+	Name string `yaml:"name"`
+	// Provider is the wire dialect: openai or anthropic.
+	Provider string `yaml:"provider"`
+	// Model is the provider's model name sent upstream.
+	Model string `yaml:"model"`
+	// BaseURL defaults to the provider's public API; "sim://" is the
+	// built-in simulator.
+	BaseURL string `yaml:"base_url"`
+	// APIKey is the provider credential, usually env:NAME. Required except
+	// for the simulator.
+	APIKey Secret `yaml:"api_key"`
+}
+
+// IsSim reports whether the deployment goes to the built-in simulator.
+func (d Deployment) IsSim() bool { return d.BaseURL == SimBaseURL }
+
+// Retry is the retry policy (see package retry for the rules).
+type Retry struct {
+	MaxAttempts   int      `yaml:"max_attempts"`    // per deployment, first included; default 4
+	Base          Duration `yaml:"base"`            // default 500ms
+	Cap           Duration `yaml:"cap"`             // default 8s
+	MaxRetryAfter Duration `yaml:"max_retry_after"` // default 20s
+	Jitter        string   `yaml:"jitter"`          // full (default), equal, none
+	BudgetRatio   float64  `yaml:"budget_ratio"`    // retries in flight / requests in flight; default 0.2
+}
+
+// Breaker configures the per-deployment circuit breakers. Zero fields mean
+// the breaker package's defaults.
+type Breaker struct {
+	ConsecutiveFailures int      `yaml:"consecutive_failures"`
+	FailureRate         float64  `yaml:"failure_rate"`
+	MinRequests         int      `yaml:"min_requests"`
+	Window              Duration `yaml:"window"`
+	OpenFor             Duration `yaml:"open_for"`
+}
+
+// Limits bound a run. Zero means unlimited for each field.
+type Limits struct {
+	MaxTurns   int      `yaml:"max_turns"`
+	Deadline   Duration `yaml:"deadline"`
+	MaxCostUSD USD      `yaml:"max_cost_usd"`
+	MaxTokens  int64    `yaml:"max_tokens"`
+}
+
+// Or returns l with each zero field taken from base.
+func (l Limits) Or(base Limits) Limits {
+	if l.MaxTurns == 0 {
+		l.MaxTurns = base.MaxTurns
+	}
+	if l.Deadline == 0 {
+		l.Deadline = base.Deadline
+	}
+	if l.MaxCostUSD == 0 {
+		l.MaxCostUSD = base.MaxCostUSD
+	}
+	if l.MaxTokens == 0 {
+		l.MaxTokens = base.MaxTokens
+	}
+	return l
+}
+
+// Tenant is one customer of the gateway with its virtual key.
+type Tenant struct {
+	Name string `yaml:"name"`
+	// Key is the virtual key clients send (Authorization: Bearer or
+	// x-api-key); a literal or env:NAME. Required, unique.
+	Key    Secret       `yaml:"key"`
+	Budget TenantBudget `yaml:"budget"`
+	// Limits replace the global limits field by field for this tenant's runs.
+	Limits Limits `yaml:"limits"`
+}
+
+// TenantBudget is a tenant's spending limit per period.
+type TenantBudget struct {
+	// USD is the limit per period; zero means unlimited (spend is still
+	// recorded).
+	USD USD `yaml:"usd"`
+	// Period is day or month (default), UTC.
+	Period string `yaml:"period"`
+	// AlertAt are fractions of USD in (0, 1] at which an alert fires once
+	// per period.
+	AlertAt []float64 `yaml:"alert_at"`
+}
+
+// Tools configures tool calls.
+type Tools struct {
+	// Irreversible are tool-name glob patterns (path.Match syntax) whose
+	// calls wait for approval; default deny.
+	Irreversible []string `yaml:"irreversible"`
+}
+
+// Capture is how much message content traces keep.
+type Capture string
+
+const (
+	CaptureOff      Capture = "off"
+	CaptureRedacted Capture = "redacted"
+	CaptureFull     Capture = "full"
+)
+
+// Price overrides a model's price, in USD per million tokens.
+type Price struct {
+	Input       USD `yaml:"input"`
+	Output      USD `yaml:"output"`
+	CachedInput USD `yaml:"cached_input"`
+	CacheWrite  USD `yaml:"cache_write"`
+}
+
+// OTLP configures trace export.
+type OTLP struct {
+	// Endpoint is the OTLP/HTTP base URL (http://localhost:4318); empty
+	// disables export.
+	Endpoint string `yaml:"endpoint"`
+}
+
+// Sim configures the built-in simulator.
+type Sim struct {
+	// Profile is a fault profile name of package sim ("" or "none" for a
+	// healthy upstream).
+	Profile string `yaml:"profile"`
+	// Seed makes the simulator's faults reproducible; default 1.
+	Seed int64 `yaml:"seed"`
+	// Script is a file of scripted replies (package sim's YAML script
+	// format); empty means the simulator's default replies. A relative
+	// path is relative to the working directory.
+	Script string `yaml:"script"`
+}
+
+// Timeouts of the gateway. Zero means the default given per field.
+type Timeouts struct {
+	// Connect is the upstream dial + TLS handshake limit. Default 10s.
+	Connect Duration `yaml:"connect"`
+	// FirstByte is the wait from sending an upstream request to its
+	// response headers (for a non-streaming call, the whole generation).
+	// Default 120s.
+	FirstByte Duration `yaml:"first_byte"`
+	// FirstToken is the wait, in a stream, from the response headers to
+	// the first model output. Default 60s.
+	FirstToken Duration `yaml:"first_token"`
+	// Idle is the longest gap between two stream events. Default 60s.
+	Idle Duration `yaml:"idle"`
+	// HeaderRead is how long a client may take to send its request
+	// headers (http.Server.ReadHeaderTimeout). Default 10s.
+	HeaderRead Duration `yaml:"header_read"`
+	// ClientIdle is how long an idle keep-alive client connection stays
+	// open (http.Server.IdleTimeout). Default 120s.
+	ClientIdle Duration `yaml:"client_idle"`
+}
+
+// Load reads the file at path, resolving env: secrets from the process
+// environment. See Parse.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, path, os.LookupEnv)
+}
+
+// Parse decodes YAML data (name is the file name used in errors), resolves
+// env: secrets with lookup, applies defaults and validates. Unknown keys are
+// errors ("config belay.yaml: line 3: field listn not found ..."); an empty
+// document is the default configuration.
+func Parse(data []byte, name string, lookup func(string) (string, bool)) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config %s: %w", name, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config %s: more than one YAML document", name)
+	}
+	c.Path = name
+	if err := c.resolve(lookup); err != nil {
+		return nil, fmt.Errorf("config %s: %w", name, err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", name, err)
+	}
+	return &c, nil
+}
+
+func (c *Config) resolve(lookup func(string) (string, bool)) error {
+	if err := c.AdminKey.resolve("admin_key", lookup); err != nil {
+		return err
+	}
+	for i := range c.Models {
+		for j := range c.Models[i].Deployments {
+			d := &c.Models[i].Deployments[j]
+			if err := d.APIKey.resolve(fmt.Sprintf("models[%d].deployments[%d].api_key", i, j), lookup); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range c.Tenants {
+		if err := c.Tenants[i].Key.resolve(fmt.Sprintf("tenants[%d].key", i), lookup); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"go.yaml.in/yaml/v3"
+)
+
+// Duration is a time.Duration written in YAML as a Go duration ("500ms",
+// "5m", "1h30m") or as a plain number of seconds (30, 0.5).
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String returns the Go spelling of d ("5m0s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalYAML reads a Go duration or a number of seconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration such as 500ms, 30s or 5m", n.Line)
+	}
+	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the Go spelling.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// ParseDuration parses a Go duration ("90s", "5m") or a number of seconds
+// ("90", "1.5"), the forms accepted in the config file and in the
+// X-Belay-Deadline header. Negative values are an error.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	var d time.Duration
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f > float64(1<<62)/float64(time.Second) {
+			return 0, fmt.Errorf("duration %q is too long", s)
+		}
+		d = time.Duration(f * float64(time.Second))
+	} else if d, err = time.ParseDuration(s); err != nil {
+		return 0, fmt.Errorf("%q is not a duration; want a Go duration such as 500ms, 30s or 5m, or a number of seconds", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("duration %q is negative", s)
+	}
+	return d, nil
+}
+
+// USD is an exact dollar amount written in YAML as a number (1.50) or a
+// string ("$1.50"). The YAML text is parsed exactly (budget.ParseUSD), never
+// through a float.
+type USD budget.USD
+
+// V returns the amount as a budget.USD.
+func (u USD) V() budget.USD { return budget.USD(u) }
+
+// UnmarshalYAML parses the scalar's text exactly.
+func (u *USD) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a dollar amount such as 1.50", n.Line)
+	}
+	v, err := budget.ParseUSD(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("line %d: dollar amount %s is negative", n.Line, n.Value)
+	}
+	*u = USD(v)
+	return nil
+}
+
+// MarshalYAML writes the plain decimal.
+func (u USD) MarshalYAML() (any, error) { return budget.USD(u).Decimal(), nil }
+
+// Secret is a credential written either literally or as "env:NAME", which
+// Load replaces by the value of the environment variable NAME (a variable
+// that is not set is an error naming it). String and MarshalYAML never
+// show the value.
+type Secret struct {
+	// Ref is the text as written in the file ("env:OPENAI_API_KEY" or the
+	// literal); empty when the field was absent.
+	Ref string
+	// Value is the resolved credential.
+	Value string
+}
+
+// Literal returns a Secret whose value is s.
+func Literal(s string) Secret { return Secret{Ref: s, Value: s} }
+
+// UnmarshalYAML keeps the reference; Load resolves it.
+func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a string (a literal or env:NAME)", n.Line)
+	}
+	s.Ref = n.Value
+	return nil
+}
+
+// MarshalYAML writes the env reference, or "[redacted]" for a literal.
+func (s Secret) MarshalYAML() (any, error) { return s.String(), nil }
+
+// String returns the env reference, or "[redacted]" for a literal; never
+// the value.
+func (s Secret) String() string {
+	if strings.HasPrefix(s.Ref, "env:") || s.Ref == "" {
+		return s.Ref
+	}
+	return "[redacted]"
+}
+
+// IsSet reports whether the secret has a non-empty value.
+func (s Secret) IsSet() bool { return s.Value != "" }
+
+// resolve fills Value from Ref using lookup for env: references.
+func (s *Secret) resolve(field string, lookup func(string) (string, bool)) error {
+	name, isEnv := strings.CutPrefix(s.Ref, "env:")
+	if !isEnv {
+		s.Value = s.Ref
+		return nil
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return fmt.Errorf("%s: %q names no environment variable; want env:NAME", field, s.Ref)
+	}
+	v, ok := lookup(name)
+	if !ok || v == "" {
+		return fmt.Errorf("%s: environment variable %s is not set", field, name)
+	}
+	s.Value = v
+	return nil
+}

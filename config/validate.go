@@ -1,0 +1,226 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/belay-run/belay/retry"
+	"github.com/belay-run/belay/sim"
+)
+
+// Validate reports the first invalid field, naming it and the allowed
+// values ("models[0].deployments[1].provider: \"azure\" is not a provider;
+// want openai or anthropic"). Load calls it; call it again after editing a
+// Config in code.
+func (c *Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: %q is not host:port", c.Listen)
+	}
+	if err := validStoreURL(c.Store); err != nil {
+		return err
+	}
+	if err := c.validateModels(); err != nil {
+		return err
+	}
+	if _, err := c.Retry.Policy(); err != nil {
+		return err
+	}
+	if err := c.Breaker.validate(); err != nil {
+		return err
+	}
+	if err := c.Limits.validate("limits"); err != nil {
+		return err
+	}
+	if err := c.validateTenants(); err != nil {
+		return err
+	}
+	for i, p := range c.Tools.Irreversible {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			return fmt.Errorf("tools.irreversible[%d]: %q is not a glob pattern", i, p)
+		}
+	}
+	switch c.Capture {
+	case CaptureOff, CaptureRedacted, CaptureFull:
+	default:
+		return fmt.Errorf("capture: %q is not allowed; want off, redacted or full", c.Capture)
+	}
+	for m, p := range c.Pricing {
+		if m == "" {
+			return errors.New("pricing: a model name is empty")
+		}
+		_ = p // amounts are non-negative by construction (USD.UnmarshalYAML)
+	}
+	if c.OTLP.Endpoint != "" {
+		if u, err := url.Parse(c.OTLP.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("otlp.endpoint: %q is not an http(s) URL", c.OTLP.Endpoint)
+		}
+	}
+	if _, err := sim.ParseProfile(c.Sim.Profile); err != nil {
+		return fmt.Errorf("sim.profile: %q is not a profile; want one of %s", c.Sim.Profile, strings.Join(sim.ProfileNames(), ", "))
+	}
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("max_body_bytes: %d is negative; want a byte count (default %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)
+	}
+	return nil
+}
+
+func validStoreURL(s string) error {
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok {
+		return fmt.Errorf("store: %q is not a store URL; want sqlite://PATH, postgres://... or memory://", s)
+	}
+	switch scheme {
+	case "sqlite", "postgres", "postgresql", "memory":
+		return nil
+	}
+	return fmt.Errorf("store: scheme %q is not supported; want sqlite, postgres or memory", scheme)
+}
+
+func (c *Config) validateModels() error {
+	aliases := map[string]bool{}
+	names := map[string]bool{}
+	for i, m := range c.Models {
+		f := fmt.Sprintf("models[%d]", i)
+		if m.Alias == "" {
+			return fmt.Errorf("%s.alias: is required", f)
+		}
+		if aliases[m.Alias] {
+			return fmt.Errorf("%s.alias: %q is defined twice", f, m.Alias)
+		}
+		aliases[m.Alias] = true
+		if len(m.Deployments) == 0 {
+			return fmt.Errorf("%s.deployments: alias %q has no deployments", f, m.Alias)
+		}
+		for j, d := range m.Deployments {
+			df := fmt.Sprintf("%s.deployments[%d]", f, j)
+			if d.Provider != ProviderOpenAI && d.Provider != ProviderAnthropic {
+				return fmt.Errorf("%s.provider: %q is not a provider; want openai or anthropic", df, d.Provider)
+			}
+			if d.Model == "" {
+				return fmt.Errorf("%s.model: is required", df)
+			}
+			if names[d.Name] && !sameDeployment(c, d) {
+				return fmt.Errorf("%s.name: %q names two different deployments", df, d.Name)
+			}
+			names[d.Name] = true
+			if d.IsSim() {
+				continue
+			}
+			if u, err := url.Parse(d.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("%s.base_url: %q is not an http(s) URL or %s", df, d.BaseURL, SimBaseURL)
+			}
+			if !d.APIKey.IsSet() {
+				return fmt.Errorf("%s.api_key: is required (a literal or env:NAME)", df)
+			}
+		}
+	}
+	return nil
+}
+
+// sameDeployment reports whether every deployment named d.Name is d, so one
+// deployment may appear in several aliases' chains.
+func sameDeployment(c *Config, d Deployment) bool {
+	for _, m := range c.Models {
+		for _, o := range m.Deployments {
+			if o.Name == d.Name && (o.Provider != d.Provider || o.Model != d.Model || o.BaseURL != d.BaseURL || o.APIKey.Value != d.APIKey.Value) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Policy returns the retry policy, or an error naming the invalid field.
+func (r Retry) Policy() (retry.Policy, error) {
+	p := retry.Policy{MaxAttempts: r.MaxAttempts, Base: r.Base.D(), Cap: r.Cap.D(), MaxRetryAfter: r.MaxRetryAfter.D()}
+	switch r.Jitter {
+	case "", "full":
+		p.Jitter = retry.FullJitter
+	case "equal":
+		p.Jitter = retry.EqualJitter
+	case "none":
+		p.Jitter = retry.NoJitter
+	default:
+		return p, fmt.Errorf("retry.jitter: %q is not allowed; want full, equal or none", r.Jitter)
+	}
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("retry.%s", strings.TrimPrefix(err.Error(), "retry: "))
+	}
+	if err := (retry.BudgetSettings{Ratio: r.BudgetRatio}).Validate(); err != nil {
+		return p, fmt.Errorf("retry.%s", strings.TrimPrefix(err.Error(), "retry: "))
+	}
+	return p, nil
+}
+
+func (b Breaker) validate() error {
+	switch {
+	case b.ConsecutiveFailures < 0:
+		return fmt.Errorf("breaker.consecutive_failures: %d is negative; want 0 (default) or more", b.ConsecutiveFailures)
+	case !(b.FailureRate >= 0 && b.FailureRate <= 1):
+		return fmt.Errorf("breaker.failure_rate: %v is outside [0, 1]", b.FailureRate)
+	case b.MinRequests < 0:
+		return fmt.Errorf("breaker.min_requests: %d is negative; want 0 (default) or more", b.MinRequests)
+	}
+	return nil
+}
+
+func (l Limits) validate(f string) error {
+	switch {
+	case l.MaxTurns < 0:
+		return fmt.Errorf("%s.max_turns: %d is negative; want 0 (unlimited) or more", f, l.MaxTurns)
+	case l.MaxTokens < 0:
+		return fmt.Errorf("%s.max_tokens: %d is negative; want 0 (unlimited) or more", f, l.MaxTokens)
+	}
+	return nil
+}
+
+func (c *Config) validateTenants() error {
+	names := map[string]bool{}
+	keys := map[string]string{}
+	for i, t := range c.Tenants {
+		f := fmt.Sprintf("tenants[%d]", i)
+		if t.Name == "" {
+			return fmt.Errorf("%s.name: is required", f)
+		}
+		if names[t.Name] {
+			return fmt.Errorf("%s.name: %q is defined twice", f, t.Name)
+		}
+		names[t.Name] = true
+		if !t.Key.IsSet() {
+			return fmt.Errorf("%s.key: is required (a literal or env:NAME)", f)
+		}
+		if other, dup := keys[t.Key.Value]; dup {
+			return fmt.Errorf("%s.key: tenants %q and %q have the same key", f, other, t.Name)
+		}
+		keys[t.Key.Value] = t.Name
+		switch t.Budget.Period {
+		case PeriodDay, PeriodMonth:
+		default:
+			return fmt.Errorf("%s.budget.period: %q is not allowed; want day or month", f, t.Budget.Period)
+		}
+		for k, a := range t.Budget.AlertAt {
+			if !(a > 0 && a <= 1) {
+				return fmt.Errorf("%s.budget.alert_at[%d]: %v is outside (0, 1]; want a fraction such as 0.8", f, k, a)
+			}
+		}
+		if err := t.Limits.validate(f + ".limits"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TenantLimits returns the limits of tenant name: its own, each zero field
+// taken from the global limits. An unknown name gets the global limits.
+func (c *Config) TenantLimits(name string) Limits {
+	for _, t := range c.Tenants {
+		if t.Name == name {
+			return t.Limits.Or(c.Limits)
+		}
+	}
+	return c.Limits
+}

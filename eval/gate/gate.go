@@ -1,0 +1,294 @@
+// Package gate decides whether a candidate build of an agent is worse than
+// a baseline, from two summaries of the same scenario suite (`belay gate
+// BASELINE CANDIDATE`).
+//
+// For each scenario present on both sides, and for the suite overall, it
+// tests whether the candidate's pass rate is lower: a one-sided pooled
+// two-proportion z-test, or Fisher's exact test when an expected cell of
+// the 2×2 table is below Config.MinCell. The overall row pools the runs of
+// the scenarios present on both sides.
+//
+// The overall row and the scenarios form one family, decided with weighted
+// Holm (a sequentially rejective closed test): the overall row is first
+// tested at Config.OverallWeight·Alpha (default 0.8·Alpha) and the
+// scenarios share the rest equally; each rejection hands its share of Alpha
+// on to the hypotheses still standing, so once the overall drop is
+// established the scenarios are tested by plain Holm at the full Alpha. The
+// chance that the gate raises any false pass-rate alarm (Result.Regressed
+// on the pass rate, overall or any scenario) is therefore at most Alpha
+// under any dependence between the tests; the seeded simulation in
+// sim_test.go measures about 4–5% at Alpha = 0.05 on A/A comparisons.
+// Scenarios whose runs all passed, or all failed, on both sides cannot show
+// a drop and are left out of the family, as Tarone's rule allows. In a
+// one-scenario suite the overall row is the scenario's own table, so the
+// two are one hypothesis tested at the full Alpha. The weights trade power:
+// with the default, a 10-point drop from 90% over 200 runs a side is caught
+// about 88% of the time whether the suite has one scenario or the drop is
+// spread over four, while a drop confined to one scenario of four (200 runs
+// each) is caught about 63% of the time, against about 71% for Holm over
+// the scenarios alone (measured in sim_test.go).
+//
+// When per-run samples are given, it also checks cost per successful run
+// and p95 latency: a seeded percentile bootstrap gives a (1−2·Alpha)
+// interval for the ratio candidate/baseline, and the row is flagged when the
+// interval's low bound exceeds 1 + tolerance — a one-sided test at level
+// Alpha that the candidate is worse by more than the tolerance. These checks
+// are not corrected for multiplicity; the tolerance margin keeps their false
+// alarms rare.
+//
+// A scenario on one side only is reported, not compared, and does not fail
+// the gate. Compare is a pure function and safe for concurrent use.
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrInvalid is wrapped by the errors Compare returns for a bad Config or a
+// summary whose counts do not add up.
+var ErrInvalid = errors.New("gate: invalid input")
+
+// Sample is one run of a scenario.
+type Sample struct {
+	Passed    bool
+	CostUSD   float64 // what the run cost, in US dollars
+	LatencyMS float64 // wall-clock duration of the run, in milliseconds
+}
+
+// Group is one scenario's results on one side of the comparison.
+type Group struct {
+	Name   string // scenario name; unique and non-empty on each side
+	Runs   int    // runs executed, ≥ 0
+	Passes int    // runs that passed, in [0, Runs]
+	// Samples optionally holds every run; when non-empty it must have Runs
+	// entries of which Passes passed. Without samples the cost and latency
+	// checks are skipped for the scenario.
+	Samples []Sample
+}
+
+// Config tunes the gate. The zero value of each field means its default.
+type Config struct {
+	// Alpha is the one-sided significance level, in (0, 0.5). Default 0.05.
+	Alpha float64 `json:"alpha"`
+	// CostTolerance is how much worse cost per successful run may be before
+	// it counts: a flag needs the ratio's low bound above 1+CostTolerance.
+	// Default 0.10 (+10%). Must be ≥ 0; to flag any increase use a tiny
+	// positive value.
+	CostTolerance float64 `json:"cost_tolerance"`
+	// LatencyTolerance is the same for p95 latency. Default 0.10.
+	LatencyTolerance float64 `json:"latency_tolerance"`
+	// BootstrapIters is the number of bootstrap rounds per check. Default
+	// 2000; a negative value turns the cost and latency checks off.
+	BootstrapIters int `json:"bootstrap_iters"`
+	// Seed seeds the bootstrap. Each check draws from its own PCG stream
+	// keyed by Seed and the scenario name, so a row's interval does not
+	// change when other scenarios are added.
+	Seed int64 `json:"seed"`
+	// OverallWeight is the share of Alpha the overall row is first tested
+	// at, in (0, 1); the scenarios share the rest equally, and each
+	// rejection passes its share on (weighted Holm). Default 0.8: the
+	// overall pass rate is the gate's main question, the scenarios tell
+	// where a drop is. Ignored for a one-scenario suite, where the overall
+	// row and the scenario are one test at the full Alpha.
+	OverallWeight float64 `json:"overall_weight"`
+	// MinCell is the smallest expected count in the 2×2 table of passes and
+	// failures for which the z-test is used; below it, Fisher's exact test.
+	// Default 5 (the usual rule for the normal approximation). Must be ≥ 0.
+	MinCell int `json:"min_cell"`
+}
+
+// minBootstrapSamples is the fewest runs per side for a cost or latency
+// check; below it a p95 or a cost per success is too unstable to compare.
+const minBootstrapSamples = 10
+
+// WithDefaults returns c with every zero field replaced by its default.
+func (c Config) WithDefaults() Config {
+	if c.Alpha == 0 {
+		c.Alpha = 0.05
+	}
+	if c.CostTolerance == 0 {
+		c.CostTolerance = 0.10
+	}
+	if c.LatencyTolerance == 0 {
+		c.LatencyTolerance = 0.10
+	}
+	if c.BootstrapIters == 0 {
+		c.BootstrapIters = 2000
+	}
+	if c.MinCell == 0 {
+		c.MinCell = 5
+	}
+	if c.OverallWeight == 0 {
+		c.OverallWeight = 0.8
+	}
+	return c
+}
+
+// Validate reports the first field of c (after defaults) that is out of
+// range, as an error wrapping ErrInvalid.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case !(c.Alpha > 0 && c.Alpha < 0.5):
+		return fmt.Errorf("%w: alpha %v: must be in (0, 0.5)", ErrInvalid, c.Alpha)
+	case !(c.CostTolerance >= 0):
+		return fmt.Errorf("%w: cost tolerance %v: must be ≥ 0", ErrInvalid, c.CostTolerance)
+	case !(c.LatencyTolerance >= 0):
+		return fmt.Errorf("%w: latency tolerance %v: must be ≥ 0", ErrInvalid, c.LatencyTolerance)
+	case !(c.OverallWeight > 0 && c.OverallWeight < 1):
+		return fmt.Errorf("%w: overall weight %v: must be in (0, 1)", ErrInvalid, c.OverallWeight)
+	case c.MinCell < 0:
+		return fmt.Errorf("%w: min cell %d: must be ≥ 0", ErrInvalid, c.MinCell)
+	}
+	return nil
+}
+
+func (g Group) validate(side string) error {
+	prefix := fmt.Sprintf("%s scenario %q", side, g.Name)
+	switch {
+	case g.Name == "":
+		return fmt.Errorf("%w: %s scenario with an empty name", ErrInvalid, side)
+	case g.Runs < 0 || g.Passes < 0 || g.Passes > g.Runs:
+		return fmt.Errorf("%w: %s: passes %d, runs %d: need 0 ≤ passes ≤ runs", ErrInvalid, prefix, g.Passes, g.Runs)
+	case len(g.Samples) == 0:
+		return nil
+	case len(g.Samples) != g.Runs:
+		return fmt.Errorf("%w: %s: %d samples for %d runs", ErrInvalid, prefix, len(g.Samples), g.Runs)
+	}
+	passed := 0
+	for _, s := range g.Samples {
+		if s.Passed {
+			passed++
+		}
+	}
+	if passed != g.Passes {
+		return fmt.Errorf("%w: %s: %d samples passed, summary says %d", ErrInvalid, prefix, passed, g.Passes)
+	}
+	return nil
+}
+
+func index(groups []Group, side string) (map[string]Group, error) {
+	m := make(map[string]Group, len(groups))
+	for _, g := range groups {
+		if err := g.validate(side); err != nil {
+			return nil, err
+		}
+		if _, dup := m[g.Name]; dup {
+			return nil, fmt.Errorf("%w: %s scenario %q appears twice", ErrInvalid, side, g.Name)
+		}
+		m[g.Name] = g
+	}
+	return m, nil
+}
+
+// Compare compares a candidate's scenario summaries with a baseline's (see
+// the package documentation for the tests) and returns one row per scenario
+// on either side, sorted by name, and an overall row. It returns an error
+// wrapping ErrInvalid if cfg is out of range or a summary is inconsistent
+// (passes above runs, samples that do not match the counts, a duplicate or
+// empty name).
+func Compare(base, cand []Group, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	cfg = cfg.WithDefaults()
+	bm, err := index(base, "baseline")
+	if err != nil {
+		return Result{}, err
+	}
+	cm, err := index(cand, "candidate")
+	if err != nil {
+		return Result{}, err
+	}
+	names := make([]string, 0, len(bm)+len(cm))
+	for n := range bm {
+		names = append(names, n)
+	}
+	for n := range cm {
+		if _, ok := bm[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+
+	res := Result{Config: cfg, Scenarios: make([]Row, 0, len(names))}
+	var poolB, poolC Group
+	for _, n := range names {
+		b, inB := bm[n]
+		c, inC := cm[n]
+		row := newRow(n, b, c, inB, inC)
+		if row.Presence == Both {
+			withSamples := len(b.Samples) > 0 && len(c.Samples) > 0
+			poolB, poolC = pool(poolB, b, withSamples), pool(poolC, c, withSamples)
+		}
+		res.Scenarios = append(res.Scenarios, row)
+	}
+	res.Overall = newRow(OverallName, poolB, poolC, true, true)
+	res.testPassRates(cfg)
+	for i := range res.Scenarios {
+		row := &res.Scenarios[i]
+		if row.Presence == Both {
+			row.checkRatios(bm[row.Name], cm[row.Name], cfg, row.Name)
+		}
+		row.explain(cfg, false)
+	}
+	res.Overall.checkRatios(poolB, poolC, cfg, "")
+	res.Overall.explain(cfg, true)
+	return res, nil
+}
+
+// OverallName is the Name of Result.Overall.
+const OverallName = "overall"
+
+// pool adds g's counts to acc, and its samples when withSamples: samples
+// are pooled only from scenarios that have them on both sides, so the
+// overall cost and latency checks compare like with like.
+func pool(acc, g Group, withSamples bool) Group {
+	acc.Runs += g.Runs
+	acc.Passes += g.Passes
+	if withSamples {
+		acc.Samples = append(acc.Samples, g.Samples...)
+	}
+	return acc
+}
+
+// Result is the outcome of Compare. It encodes to JSON with encoding/json:
+// field names are snake_case (p_value, adjusted_p), NaN and ±Inf (a rate
+// without runs, the p-value of an untested row, the cost per success of a
+// side where nothing passed) encode as null, and Presence as its String.
+type Result struct {
+	Config    Config `json:"config"`    // the configuration used, defaults filled in
+	Scenarios []Row  `json:"scenarios"` // every scenario on either side, sorted by name
+	Overall   Row    `json:"overall"`   // pooled over the scenarios present on both sides
+}
+
+// Regressed reports whether any scenario or the overall row is flagged.
+func (r Result) Regressed() bool {
+	return r.Overall.Regressed() || slices.ContainsFunc(r.Scenarios, Row.Regressed)
+}
+
+// Flagged returns the names of the flagged scenarios, in row order.
+func (r Result) Flagged() []string {
+	var out []string
+	for _, row := range r.Scenarios {
+		if row.Regressed() {
+			out = append(out, row.Name)
+		}
+	}
+	return out
+}
+
+// String is a one-line verdict.
+func (r Result) String() string {
+	if !r.Regressed() {
+		return fmt.Sprintf("OK: no regression in %d scenarios", len(r.Scenarios))
+	}
+	parts := r.Flagged()
+	if r.Overall.Regressed() {
+		parts = append(parts, OverallName)
+	}
+	return "REGRESSED: " + strings.Join(parts, ", ")
+}

@@ -1,0 +1,273 @@
+package gate
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/belay-run/belay/eval/stats"
+)
+
+// Presence says on which sides of the comparison a scenario ran.
+type Presence int
+
+const (
+	Both          Presence = iota // compared
+	BaselineOnly                  // removed or renamed in the candidate; not compared
+	CandidateOnly                 // new in the candidate; not compared
+)
+
+func (p Presence) String() string {
+	switch p {
+	case Both:
+		return "both"
+	case BaselineOnly:
+		return "baseline only"
+	case CandidateOnly:
+		return "candidate only"
+	}
+	return fmt.Sprintf("Presence(%d)", int(p))
+}
+
+// Test names the pass-rate test behind a row's p-value.
+type Test string
+
+const (
+	TestNone   Test = ""       // not tested: one side missing or without runs
+	TestZ      Test = "z"      // one-sided pooled two-proportion z-test
+	TestFisher Test = "fisher" // one-sided Fisher exact test
+)
+
+// Flag names one kind of regression.
+type Flag string
+
+const (
+	FlagPassRate       Flag = "pass_rate"        // pass rate significantly lower
+	FlagCostPerSuccess Flag = "cost_per_success" // cost per successful run up by more than the tolerance
+	FlagLatencyP95     Flag = "p95_latency"      // p95 latency up by more than the tolerance
+)
+
+// Counts are one side's runs and passes; Rate is NaN without runs.
+type Counts struct {
+	Runs, Passes int
+	Rate         float64
+}
+
+// RatioCheck is a bootstrap comparison of one statistic, candidate over
+// baseline.
+type RatioCheck struct {
+	Checked    bool    // false when samples were missing, too few, or the check is off
+	Base, Cand float64 // the statistic on each side (USD per success, or ms)
+	Low, High  float64 // (1−2·Alpha) percentile-bootstrap interval of Cand/Base
+	Regressed  bool    // Low > 1 + tolerance
+}
+
+// Row is the comparison of one scenario, or of the suite overall.
+type Row struct {
+	Name       string
+	Presence   Presence
+	Base, Cand Counts
+	Test       Test       // which test gave PValue
+	Z          float64    // pooled z statistic, positive when the candidate is worse (also shown for Fisher rows)
+	PValue     float64    // one-sided p-value; NaN when not tested
+	AdjustedP  float64    // weighted-Holm-adjusted p-value (see the package doc); flagged when ≤ Alpha; NaN when not tested
+	Cost       RatioCheck // cost per successful run
+	Latency    RatioCheck // p95 latency
+	Flags      []Flag     // the regressions found; empty when the row passes
+	Why        string     // one or more sentences explaining the verdict
+}
+
+// Regressed reports whether the row has any flag.
+func (r Row) Regressed() bool { return len(r.Flags) > 0 }
+
+func counts(g Group) Counts {
+	rate := math.NaN()
+	if g.Runs > 0 {
+		rate = float64(g.Passes) / float64(g.Runs)
+	}
+	return Counts{Runs: g.Runs, Passes: g.Passes, Rate: rate}
+}
+
+// newRow fills the name, presence and counts; the test comes later.
+func newRow(name string, b, c Group, inB, inC bool) Row {
+	row := Row{Name: name, Base: counts(b), Cand: counts(c), PValue: math.NaN(), AdjustedP: math.NaN()}
+	switch {
+	case !inC:
+		row.Presence = BaselineOnly
+	case !inB:
+		row.Presence = CandidateOnly
+	}
+	return row
+}
+
+// test runs the pass-rate test if both sides have runs.
+func (r *Row) test(minCell int) {
+	b, c := r.Base, r.Cand
+	if r.Presence != Both || b.Runs == 0 || c.Runs == 0 {
+		return
+	}
+	r.Z = stats.TwoProportionZ(b.Passes, b.Runs, c.Passes, c.Runs)
+	if minExpected(b, c) < float64(minCell) {
+		r.Test = TestFisher
+		r.PValue = stats.FisherOneSided(b.Passes, b.Runs, c.Passes, c.Runs)
+		return
+	}
+	r.Test = TestZ
+	r.PValue = stats.NormalUpperTail(r.Z)
+}
+
+// minExpected is the smallest expected count, under equal rates, among the
+// four cells (passes and failures on each side).
+func minExpected(b, c Counts) float64 {
+	n := float64(b.Runs + c.Runs)
+	pass := float64(b.Passes + c.Passes)
+	fail := n - pass
+	small := float64(min(b.Runs, c.Runs))
+	return small * min(pass, fail) / n
+}
+
+// inFamily reports whether a tested row joins the Holm family. A row whose
+// runs all passed, or all failed, on both sides is left out: given its
+// margins only one table is possible, its exact p-value is 1 whatever
+// happens, and counting it would only make the real tests stricter. Leaving
+// out hypotheses that cannot reach significance keeps the family-wise error
+// rate (R. E. Tarone, "A modified Bonferroni method for discrete data",
+// Biometrics 46, 1990).
+func (r Row) inFamily() bool {
+	pass := r.Base.Passes + r.Cand.Passes
+	return r.Test != TestNone && pass > 0 && pass < r.Base.Runs+r.Cand.Runs
+}
+
+func (r *Row) decidePassRate(alpha float64) {
+	if r.Test != TestNone && r.AdjustedP <= alpha {
+		r.Flags = append(r.Flags, FlagPassRate)
+	}
+}
+
+// checkRatios runs the cost and latency bootstraps; key separates the
+// random streams of different rows ("" for overall).
+func (r *Row) checkRatios(b, c Group, cfg Config, key string) {
+	if cfg.BootstrapIters < 0 || len(b.Samples) < minBootstrapSamples || len(c.Samples) < minBootstrapSamples {
+		return
+	}
+	conf := 1 - 2*cfg.Alpha
+	r.Cost = ratioCheck(b.Samples, c.Samples, costPerSuccess, cfg, conf, cfg.CostTolerance, stream(cfg.Seed, "cost", key))
+	r.Latency = ratioCheck(b.Samples, c.Samples, p95Latency(), cfg, conf, cfg.LatencyTolerance, stream(cfg.Seed, "latency", key))
+	if r.Cost.Regressed {
+		r.Flags = append(r.Flags, FlagCostPerSuccess)
+	}
+	if r.Latency.Regressed {
+		r.Flags = append(r.Flags, FlagLatencyP95)
+	}
+}
+
+func ratioCheck(b, c []Sample, stat func([]Sample) float64, cfg Config, conf, tol float64, rng *rand.Rand) RatioCheck {
+	lo, hi := stats.BootstrapRatio(b, c, stat, cfg.BootstrapIters, conf, rng)
+	return RatioCheck{
+		Checked: !math.IsNaN(lo), Base: stat(b), Cand: stat(c),
+		Low: lo, High: hi, Regressed: lo > 1+tol,
+	}
+}
+
+// stream returns the random source for one check of one row.
+func stream(seed int64, check, key string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(check + "\x00" + key))
+	return rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
+}
+
+// costPerSuccess is the total cost divided by the runs that passed; +Inf
+// when nothing passed.
+func costPerSuccess(runs []Sample) float64 {
+	var cost float64
+	passed := 0
+	for _, s := range runs {
+		cost += s.CostUSD
+		if s.Passed {
+			passed++
+		}
+	}
+	if passed == 0 {
+		return math.Inf(1)
+	}
+	return cost / float64(passed)
+}
+
+// p95Latency returns a statistic: the nearest-rank p95 (stats.Quantile) of
+// the runs' latencies, in ms, found by selection. The statistic reuses one
+// buffer, so it must not be shared between goroutines.
+func p95Latency() func([]Sample) float64 {
+	var buf []float64
+	return func(runs []Sample) float64 {
+		buf = buf[:0]
+		for _, s := range runs {
+			buf = append(buf, s.LatencyMS)
+		}
+		return stats.QuantileInPlace(buf, 0.95)
+	}
+}
+
+// explain writes Why; overall says r is the overall row.
+func (r *Row) explain(cfg Config, overall bool) {
+	var parts []string
+	switch {
+	case r.Presence == BaselineOnly:
+		parts = append(parts, "only in the baseline (removed or renamed?): not compared")
+	case r.Presence == CandidateOnly:
+		parts = append(parts, "only in the candidate (new scenario): not compared")
+	case r.Test == TestNone && overall:
+		parts = append(parts, "no scenario has runs on both sides: not compared")
+	case r.Test == TestNone:
+		parts = append(parts, "no runs on one side: not compared")
+	default:
+		parts = append(parts, r.passRateWhy(cfg.Alpha))
+	}
+	if r.Cost.Regressed {
+		parts = append(parts, ratioWhy("cost per success", r.Cost, usd, cfg.CostTolerance, cfg.Alpha))
+	}
+	if r.Latency.Regressed {
+		parts = append(parts, ratioWhy("p95 latency", r.Latency, ms, cfg.LatencyTolerance, cfg.Alpha))
+	}
+	r.Why = strings.Join(parts, "; ")
+}
+
+func (r *Row) passRateWhy(alpha float64) string {
+	test := fmt.Sprintf("z = %.2f, one-sided p = %s", r.Z, pfmt(r.PValue))
+	if r.Test == TestFisher {
+		test = fmt.Sprintf("Fisher exact test for small counts, one-sided p = %s", pfmt(r.PValue))
+	}
+	test += fmt.Sprintf(", Holm-adjusted p = %s", pfmt(r.AdjustedP))
+	rates := fmt.Sprintf("%s → %s", pct(r.Base.Rate), pct(r.Cand.Rate))
+	if r.AdjustedP <= alpha {
+		return fmt.Sprintf("pass rate fell %s (%s ≤ α = %g)", rates, test, alpha)
+	}
+	return fmt.Sprintf("pass rate %s: no significant drop (%s > α = %g)", rates, test, alpha)
+}
+
+func ratioWhy(what string, c RatioCheck, unit func(float64) string, tol, alpha float64) string {
+	return fmt.Sprintf("%s ×%.2f (%s → %s; %g%% interval %.2f–%.2f, low bound above %.2f)",
+		what, stats.Ratio(c.Cand, c.Base), unit(c.Base), unit(c.Cand),
+		100*(1-2*alpha), c.Low, c.High, 1+tol)
+}
+
+func pct(rate float64) string {
+	if math.IsNaN(rate) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*rate)
+}
+
+func pfmt(p float64) string {
+	switch {
+	case math.IsNaN(p):
+		return "-"
+	case p < 0.0001:
+		return "<0.0001"
+	}
+	return fmt.Sprintf("%.4f", p)
+}
+
+func usd(v float64) string { return fmt.Sprintf("$%.4f", v) }
+func ms(v float64) string  { return fmt.Sprintf("%.0f ms", v) }

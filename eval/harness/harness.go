@@ -1,0 +1,283 @@
+// Package harness is belay's side of `belay eval`: for each provider setup
+// of a suite it builds the gateway stack (run manager, ledger, trace
+// recorder, router, and the built-in simulator or real deployments) over
+// one shared store, and gives each run of the agent an HTTP client that
+// reaches the gateway in-process, or a loopback address for command agents.
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/eval"
+	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/retry"
+	"github.com/belay-run/belay/run"
+	"github.com/belay-run/belay/sim"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
+	"github.com/belay-run/belay/transport/inproc"
+)
+
+// Tenant is the tenant eval runs belong to (the open gateway's tenant).
+const Tenant = "default"
+
+// internalBase is the base URL in-process agents use; the transport never
+// dials it.
+const internalBase = "http://belay.internal/v1"
+
+// Timeouts for simulated deployments: the simulator answers in
+// milliseconds, so a hang is detected in seconds, not minutes.
+var simTimeouts = config.Timeouts{
+	FirstByte:  config.Duration(2 * time.Second),
+	FirstToken: config.Duration(2 * time.Second),
+	Idle:       config.Duration(2 * time.Second),
+}
+
+// quiet drops the gateway's per-call log lines: eval reports failures
+// itself, with their reasons, and keeps every trace.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Factory returns a HarnessFactory whose harnesses share st. st stays open
+// when the harnesses close.
+func Factory(st store.Store) eval.HarnessFactory {
+	return func(ctx context.Context, s *eval.Suite, p eval.Providers) (eval.Harness, error) {
+		return New(ctx, st, s, p)
+	}
+}
+
+// Harness serves one provider setup. It is safe for concurrent use.
+type Harness struct {
+	suite *eval.Suite
+	st    store.Store
+	stack *gateway.Stack
+	rt    http.RoundTripper
+
+	listenOnce sync.Once
+	listenURL  string
+	listenErr  error
+	srv        *http.Server
+}
+
+var _ eval.Harness = (*Harness)(nil)
+
+// New builds the gateway stack for providers p of suite s over st.
+func New(ctx context.Context, st store.Store, s *eval.Suite, p eval.Providers) (*Harness, error) {
+	cfg, err := configFor(s, p)
+	if err != nil {
+		return nil, err
+	}
+	stack, err := gateway.Build(ctx, cfg, gateway.Options{Store: st, Approver: approver(s.Approvals), Logger: quiet})
+	if err != nil {
+		return nil, fmt.Errorf("%s: providers: %w", s.Path, err)
+	}
+	if p.Sim != nil && stack.Sim != nil {
+		down, err := sim.ParseProfile("down")
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range p.Sim.Down {
+			stack.Sim.SetProfile(simName(i), down)
+		}
+	}
+	return &Harness{suite: s, st: st, stack: stack, rt: inproc.RoundTripper(stack.Server.Handler())}, nil
+}
+
+func simName(i int) string { return "sim-" + strconv.Itoa(i) }
+
+// configFor builds the gateway configuration of a provider setup.
+func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
+	if p.Config != "" {
+		path := p.Config
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(s.Dir, path)
+		}
+		cfg, err := config.Load(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: providers.config: %w", s.Path, err)
+		}
+		cfg.Tools.Irreversible = append(cfg.Tools.Irreversible, s.Tools.Irreversible...)
+		return cfg, nil
+	}
+	sp := eval.SimSpec{}
+	if p.Sim != nil {
+		sp = *p.Sim
+	}
+	n := sp.Deployments
+	if n == 0 {
+		n = 2
+	}
+	cfg := config.Default()
+	m := config.Model{Alias: s.Model}
+	for i := 0; i < n; i++ {
+		m.Deployments = append(m.Deployments, config.Deployment{Name: simName(i), Provider: config.ProviderOpenAI,
+			Model: s.Model, BaseURL: config.SimBaseURL})
+	}
+	cfg.Models = []config.Model{m}
+	cfg.Sim.Profile = sp.Profile
+	cfg.Sim.Seed = s.Seed
+	if sp.Script != "" {
+		path := sp.Script
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(s.Dir, path)
+		}
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("%s: providers.sim.script: %w", s.Path, err)
+		}
+		cfg.Sim.Script = path
+	}
+	cfg.Timeouts.FirstByte, cfg.Timeouts.FirstToken, cfg.Timeouts.Idle = simTimeouts.FirstByte, simTimeouts.FirstToken, simTimeouts.Idle
+	cfg.Tools.Irreversible = s.Tools.Irreversible
+	cfg.Capture = config.CaptureFull
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: providers: %w", s.Path, err)
+	}
+	return cfg, nil
+}
+
+// approver turns the suite's rules into a rule-based approver: the first
+// rule whose tool pattern matches and whose max_amount_usd holds decides;
+// no match denies.
+func approver(rules []eval.Rule) run.Approver {
+	var rs []run.Rule
+	for _, r := range rules {
+		rr := run.Rule{Tool: r.Tool, Decision: store.ApprovalDenied}
+		if r.Decision == "approve" {
+			rr.Decision = store.ApprovalApproved
+		}
+		if r.MaxAmount != nil {
+			rr.If = []run.Predicate{run.ArgAtMost("amount_usd", *r.MaxAmount)}
+		}
+		rs = append(rs, rr)
+	}
+	return run.RuleApprover{Rules: rs}
+}
+
+// Start begins a run with its limits.
+func (h *Harness) Start(ctx context.Context, sc *eval.Scenario, runID string, limits store.Limits) (eval.RunHandle, error) {
+	agent := h.suite.Agent.Go
+	if agent == "" && len(h.suite.Agent.Command) > 0 {
+		agent = filepath.Base(h.suite.Agent.Command[0])
+	}
+	r, err := h.stack.Runs.Start(ctx, run.Spec{ID: runID, Tenant: Tenant, Agent: agent, Limits: limits,
+		Labels: map[string]string{"suite": h.suite.Name, "scenario": sc.Name, "source": "eval"}})
+	if err != nil {
+		return nil, err
+	}
+	return &handle{h: h, r: r}, nil
+}
+
+// Golden returns a saved golden trace's canonical form.
+func (h *Harness) Golden(ctx context.Context, name string) ([]byte, error) {
+	b, _, err := h.st.Golden(ctx, name)
+	return b, err
+}
+
+// Close stops the stack (the shared store stays open).
+func (h *Harness) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if h.srv != nil {
+		_ = h.srv.Shutdown(ctx)
+	}
+	return h.stack.Close(ctx)
+}
+
+// baseURL returns a loopback base URL for command agents, listening on
+// first use.
+func (h *Harness) baseURL() (string, error) {
+	h.listenOnce.Do(func() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			h.listenErr = err
+			return
+		}
+		h.srv = &http.Server{Handler: h.stack.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = h.srv.Serve(ln) }()
+		h.listenURL = "http://" + ln.Addr().String() + "/v1"
+	})
+	return h.listenURL, h.listenErr
+}
+
+// handle is one run.
+type handle struct {
+	h *Harness
+	r *run.Run
+}
+
+func (hd *handle) Env(env *eval.Env) {
+	env.HTTPClient = &http.Client{Transport: runHeader{id: hd.r.ID(), next: hd.h.rt}}
+	env.BaseURL = internalBase
+	if len(hd.h.suite.Agent.Command) > 0 {
+		if u, err := hd.h.baseURL(); err == nil {
+			env.BaseURL = u
+		}
+	}
+	env.Tools = tools{r: hd.r, safe: hd.h.suite.Tools.SafeToRepeat}
+}
+
+func (hd *handle) Finish(ctx context.Context, exitCode int, agentErr error) (store.Run, []trace.Span, error) {
+	status := store.RunSucceeded
+	if exitCode != 0 || agentErr != nil {
+		status = store.RunFailed
+	}
+	if err := hd.r.Finish(ctx, status, agentErr); err != nil {
+		return store.Run{}, nil, err
+	}
+	if err := hd.h.stack.Recorder.Flush(ctx); err != nil {
+		return store.Run{}, nil, fmt.Errorf("trace: %w", err)
+	}
+	spans, err := hd.h.st.RunSpans(ctx, hd.r.ID())
+	if err != nil {
+		return store.Run{}, nil, err
+	}
+	return hd.r.Record(), spans, nil
+}
+
+// runHeader attaches the run id to every request.
+type runHeader struct {
+	id   string
+	next http.RoundTripper
+}
+
+func (t runHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(gateway.HeaderRunID, t.id)
+	return t.next.RoundTrip(r)
+}
+
+// toolRetry retries transient failures of tools that are safe to repeat.
+var toolRetry = retry.Policy{MaxAttempts: 3, Base: 20 * time.Millisecond, Cap: 200 * time.Millisecond}
+
+// tools runs the agent's tool calls under the run.
+type tools struct {
+	r    *run.Run
+	safe []string
+}
+
+func (t tools) RunTool(ctx context.Context, name, callID string, args json.RawMessage, fn eval.ToolFunc) (json.RawMessage, error) {
+	call := run.ToolCall{Name: name, CallID: callID, Arguments: args, SafeToRepeat: matchAny(t.safe, name), Retry: &toolRetry}
+	return t.r.Tool(ctx, call, func(ctx context.Context) (json.RawMessage, error) {
+		return fn(ctx, run.IdempotencyKeyFrom(ctx))
+	})
+}
+
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := filepath.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,220 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
+)
+
+// Harness is belay's side of an evaluation: it starts runs with their
+// limits, gives the agent a way to reach belay, and returns what the run
+// recorded. One Harness serves one provider setup; Runner asks its
+// HarnessFactory for one per distinct setup in the suite.
+type Harness interface {
+	// Start begins run runID of scenario sc with limits.
+	Start(ctx context.Context, sc *Scenario, runID string, limits store.Limits) (RunHandle, error)
+	// Golden returns the canonical form of a saved golden trace.
+	Golden(ctx context.Context, name string) ([]byte, error)
+	Close() error
+}
+
+// RunHandle is one started run.
+type RunHandle interface {
+	// Env fills the parts of env that reach belay: HTTPClient, BaseURL,
+	// Tools.
+	Env(env *Env)
+	// Finish ends the run (succeeded when agentErr is nil and exitCode is
+	// 0, failed otherwise, unless belay already stopped it) and returns the
+	// stored run record and its spans.
+	Finish(ctx context.Context, exitCode int, agentErr error) (store.Run, []trace.Span, error)
+}
+
+// HarnessFactory builds a Harness for a provider setup.
+type HarnessFactory func(ctx context.Context, s *Suite, p Providers) (Harness, error)
+
+// Options change a suite's run without editing it.
+type Options struct {
+	Runs     int    // overrides runs per scenario when > 0
+	Seed     *int64 // overrides the suite seed
+	Progress io.Writer
+	// WorkDir holds per-run world files; default a temporary folder.
+	WorkDir string
+}
+
+// job is one run to do.
+type job struct {
+	sc    *Scenario
+	index int
+}
+
+// Run executes every scenario of s the configured number of times through
+// harnesses from newHarness and returns the report. It fails only when the
+// suite cannot run at all (no agent, a harness that cannot start); a run
+// that fails, times out or crashes is a result, not an error.
+func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) (*Report, error) {
+	var inproc Agent
+	if s.Agent.Go != "" {
+		a, err := lookupAgent(s.Agent.Go)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: agent.go: %w", ErrBadSuite, s.Path, err)
+		}
+		inproc = a
+	}
+	seed := s.Seed
+	if opt.Seed != nil {
+		seed = *opt.Seed
+	}
+	work := opt.WorkDir
+	if work == "" {
+		d, err := os.MkdirTemp("", "belay-eval-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		work = d
+	}
+	harnesses, err := newHarnessSet(ctx, s, newHarness)
+	if err != nil {
+		return nil, err
+	}
+	defer harnesses.close()
+
+	var jobs []job
+	for i := range s.Scenarios {
+		sc := &s.Scenarios[i]
+		n := s.Runs
+		if sc.Runs > 0 {
+			n = sc.Runs
+		}
+		if opt.Runs > 0 {
+			n = opt.Runs
+		}
+		for k := 0; k < n; k++ {
+			jobs = append(jobs, job{sc: sc, index: k})
+		}
+	}
+	started := time.Now()
+	bar := newProgress(opt.Progress, len(jobs))
+	evalID := newEvalID()
+	outcomes := make([]Outcome, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < s.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				r := runner{suite: s, agent: inproc, seed: mix(seed, j.sc.Name, j.index), work: work}
+				h, herr := harnesses.get(ctx, j.sc)
+				if herr != nil {
+					outcomes[i] = Outcome{Scenario: j.sc.Name, Index: j.index, Reason: "harness", Failures: []string{herr.Error()}}
+				} else {
+					outcomes[i] = r.one(ctx, h, j, fmt.Sprintf("%s-%s-%d", evalID, j.sc.Name, j.index))
+				}
+				bar.add(outcomes[i].Passed)
+			}
+		}()
+	}
+	for i := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	bar.done()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eval interrupted: %w", err)
+	}
+	rep := buildReport(s, seed, outcomes)
+	rep.Started = started
+	rep.Duration = time.Since(started).Seconds()
+	return rep, nil
+}
+
+// mix derives a run's seed from the suite seed, scenario and index.
+func mix(seed int64, scenario string, index int) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d", seed, scenario, index)
+	return int64(h.Sum64() >> 1)
+}
+
+func newEvalID() string {
+	return fmt.Sprintf("ev%x", time.Now().UnixNano()&0xffffffffff)
+}
+
+// harnessSet builds one harness per distinct provider setup, lazily.
+type harnessSet struct {
+	mu    sync.Mutex
+	suite *Suite
+	newH  HarnessFactory
+	byKey map[string]*harnessEntry
+}
+
+type harnessEntry struct {
+	once sync.Once
+	h    Harness
+	err  error
+}
+
+func newHarnessSet(ctx context.Context, s *Suite, f HarnessFactory) (*harnessSet, error) {
+	hs := &harnessSet{suite: s, newH: f, byKey: map[string]*harnessEntry{}}
+	// Build the suite-level harness up front so a setup that cannot start
+	// fails the command, not every run.
+	if _, err := hs.get(ctx, &Scenario{}); err != nil {
+		return nil, err
+	}
+	return hs, nil
+}
+
+func effectiveProviders(s *Suite, sc *Scenario) Providers {
+	if sc.Providers != nil {
+		return *sc.Providers
+	}
+	return s.Providers
+}
+
+func (hs *harnessSet) get(ctx context.Context, sc *Scenario) (Harness, error) {
+	p := effectiveProviders(hs.suite, sc)
+	key := fmt.Sprintf("%+v|%s", p.Sim, p.Config)
+	if p.Sim != nil {
+		key = fmt.Sprintf("%+v|%s", *p.Sim, p.Config)
+	}
+	hs.mu.Lock()
+	e, ok := hs.byKey[key]
+	if !ok {
+		e = &harnessEntry{}
+		hs.byKey[key] = e
+	}
+	hs.mu.Unlock()
+	e.once.Do(func() { e.h, e.err = hs.newH(ctx, hs.suite, p) })
+	return e.h, e.err
+}
+
+func (hs *harnessSet) close() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	for _, e := range hs.byKey {
+		if e.h != nil {
+			_ = e.h.Close()
+		}
+	}
+}
+
+// worldPath returns a fresh world file path for a run.
+func worldPath(work, runID string) string {
+	return filepath.Join(work, runID+".world.json")
+}
+
+var errAgentTimeout = errors.New("agent timed out")

@@ -1,0 +1,365 @@
+package eval
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
+)
+
+// Outcome is what one run showed.
+type Outcome struct {
+	Scenario string `json:"scenario"`
+	Index    int    `json:"index"`
+	RunID    string `json:"run_id"`
+	Passed   bool   `json:"passed"`
+	// Reason is why a failed run failed: the run's stop reason
+	// (max_turns_exceeded, budget_exceeded, …), "timeout", "crash", or the
+	// first unmet expectation ("expect.check", …). Empty when it passed.
+	Reason   string   `json:"reason,omitempty"`
+	Failures []string `json:"failures,omitempty"`
+
+	ExitCode     int           `json:"exit_code"`
+	Output       string        `json:"output,omitempty"`
+	Status       string        `json:"status,omitempty"`
+	StopReason   string        `json:"stop_reason,omitempty"`
+	Latency      time.Duration `json:"latency_ns"`
+	Cost         budget.USD    `json:"cost_picousd"`
+	InputTokens  int64         `json:"input_tokens"`
+	OutputTokens int64         `json:"output_tokens"`
+	Turns        int           `json:"turns"`
+	Tools        []string      `json:"tools,omitempty"`
+	// Unsafe: an irreversible tool's effect ran without an approval.
+	Unsafe bool `json:"unsafe,omitempty"`
+	// GoldenChecked/GoldenMismatch: compared with the scenario's golden
+	// trace, and it differed (GoldenDiff says how).
+	GoldenChecked  bool   `json:"golden_checked,omitempty"`
+	GoldenMismatch bool   `json:"golden_mismatch,omitempty"`
+	GoldenDiff     string `json:"golden_diff,omitempty"`
+}
+
+type runner struct {
+	suite *Suite
+	agent Agent
+	seed  int64
+	work  string
+}
+
+// one runs job j as run runID and judges it.
+func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcome {
+	sc := j.sc
+	out := Outcome{Scenario: sc.Name, Index: j.index, RunID: runID}
+	limits, err := effectiveLimits(r.suite, sc)
+	if err != nil {
+		return failed(out, "harness", err.Error())
+	}
+	start := time.Now()
+	rh, err := h.Start(ctx, sc, runID, limits)
+	if err != nil {
+		return failed(out, "harness", err.Error())
+	}
+	env := Env{RunID: runID, Scenario: sc.Name, Index: j.index, Seed: r.seed, Model: r.suite.Model,
+		Input: sc.Input, WorldPath: worldPath(r.work, runID)}
+	if sc.World != nil {
+		env.World, _ = json.Marshal(sc.World)
+	}
+	rh.Env(&env)
+
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(r.suite.Timeout))
+	code, output, agentErr := r.execute(rctx, env)
+	timedOut := errors.Is(agentErr, errAgentTimeout) || (rctx.Err() == context.DeadlineExceeded && agentErr != nil)
+	cancel()
+	out.Latency = time.Since(start)
+	out.ExitCode, out.Output = code, output
+
+	rec, spans, ferr := rh.Finish(ctx, code, agentErr)
+	if ferr != nil {
+		return failed(out, "harness", "finishing the run: "+ferr.Error())
+	}
+	out.Status, out.StopReason = string(rec.Status), rec.StopReason
+	out.Cost, out.Turns = rec.Cost, rec.Turns
+	out.InputTokens, out.OutputTokens = rec.InputTokens, rec.OutputTokens
+	facts := toolFacts(spans, r.suite.Tools.Irreversible)
+	out.Tools = facts.called
+	out.Unsafe = facts.unsafe > 0
+
+	var fails []string
+	if timedOut {
+		fails = append(fails, fmt.Sprintf("timeout: the agent ran past %s and was stopped", time.Duration(r.suite.Timeout)))
+	} else if agentErr != nil && !errors.Is(agentErr, errExit) {
+		fails = append(fails, "crash: "+agentErr.Error())
+	}
+	fails = append(fails, r.judge(ctx, &out, env, rec, facts)...)
+	fails = append(fails, r.golden(ctx, h, &out, spans)...)
+	out.Failures = fails
+	out.Passed = len(fails) == 0
+	if !out.Passed {
+		out.Reason = reasonOf(fails, out, r.expect(sc.Name))
+	}
+	return out
+}
+
+func failed(o Outcome, reason, msg string) Outcome {
+	o.Reason = reason
+	o.Failures = append(o.Failures, msg)
+	return o
+}
+
+// reasonOf names the failure: timeouts and crashes first, then the run's own
+// stop reason unless the scenario expected that stop, then the first unmet
+// expectation.
+func reasonOf(fails []string, o Outcome, e *Expect) string {
+	first := fails[0]
+	switch {
+	case strings.HasPrefix(first, "timeout:"):
+		return "timeout"
+	case strings.HasPrefix(first, "crash:"):
+		return "crash"
+	case o.StopReason != "" && o.StopReason != e.StopReason:
+		return o.StopReason
+	}
+	if i := strings.Index(first, ":"); i > 0 {
+		return first[:i]
+	}
+	return first
+}
+
+var errExit = errors.New("agent exited non-zero")
+
+// execute runs the agent once, in-process or as a command.
+func (r *runner) execute(ctx context.Context, env Env) (int, string, error) {
+	if r.agent != nil {
+		type res struct {
+			code int
+			out  string
+			err  error
+		}
+		done := make(chan res, 1)
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					done <- res{1, "", fmt.Errorf("agent panicked: %v", p)}
+				}
+			}()
+			c, o, err := r.agent.Run(ctx, env)
+			done <- res{c, o, err}
+		}()
+		select {
+		case x := <-done:
+			if x.err == nil && x.code != 0 {
+				x.err = errExit
+			}
+			if x.err != nil && ctx.Err() == context.DeadlineExceeded {
+				x.err = fmt.Errorf("%w: %w", errAgentTimeout, x.err)
+			}
+			return x.code, x.out, x.err
+		case <-ctx.Done():
+			// An agent that ignores its context is abandoned, not waited for.
+			return -1, "", errAgentTimeout
+		}
+	}
+	return r.command(ctx, env)
+}
+
+// command runs a command agent with belay's addresses in its environment.
+func (r *runner) command(ctx context.Context, env Env) (int, string, error) {
+	if env.World != nil {
+		if err := os.WriteFile(env.WorldPath, env.World, 0o644); err != nil {
+			return -1, "", err
+		}
+	}
+	cmd := exec.CommandContext(ctx, r.suite.Agent.Command[0], r.suite.Agent.Command[1:]...)
+	cmd.Dir = r.suite.Dir
+	cmd.Env = append(os.Environ(),
+		"OPENAI_BASE_URL="+env.BaseURL,
+		"ANTHROPIC_BASE_URL="+strings.TrimSuffix(env.BaseURL, "/v1"),
+		"OPENAI_API_KEY=belay-eval", "ANTHROPIC_API_KEY=belay-eval",
+		"BELAY_RUN_ID="+env.RunID, "BELAY_MODEL="+env.Model, "BELAY_INPUT="+env.Input,
+		"BELAY_WORLD="+env.WorldPath, "BELAY_SCENARIO="+env.Scenario)
+	for k, v := range r.suite.Agent.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = strings.NewReader(env.Input)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if ctx.Err() == context.DeadlineExceeded {
+		return -1, stdout.String(), errAgentTimeout
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stdout.String(), errExit
+	}
+	if err != nil {
+		return -1, stdout.String(), err
+	}
+	return 0, stdout.String(), nil
+}
+
+// expect returns the expectations of the named scenario.
+func (r *runner) expect(name string) *Expect {
+	for i := range r.suite.Scenarios {
+		if r.suite.Scenarios[i].Name == name {
+			return &r.suite.Scenarios[i].Expect
+		}
+	}
+	return &Expect{}
+}
+
+// judge checks the scenario's expectations.
+func (r *runner) judge(ctx context.Context, o *Outcome, env Env, rec store.Run, f facts) []string {
+	e := r.expect(o.Scenario)
+	var fails []string
+	add := func(name, format string, a ...any) { fails = append(fails, name+": "+fmt.Sprintf(format, a...)) }
+	if e.ExitCode != nil && o.ExitCode != *e.ExitCode {
+		add("expect.exit_code", "exit code %d, want %d", o.ExitCode, *e.ExitCode)
+	}
+	if e.output != nil && !e.output.MatchString(o.Output) {
+		add("expect.output", "output %q does not match %q", clip(o.Output, 120), e.Output)
+	}
+	if e.Status != "" && string(rec.Status) != e.Status {
+		add("expect.status", "run %s (%s), want %s", rec.Status, rec.StopReason, e.Status)
+	}
+	if e.StopReason != "" && rec.StopReason != e.StopReason {
+		add("expect.stop_reason", "stop reason %q, want %q", rec.StopReason, e.StopReason)
+	}
+	for _, t := range e.Called {
+		if f.calls[t] == 0 {
+			add("expect.called", "%s was never called", t)
+		}
+	}
+	for _, t := range e.NotCalled {
+		if f.calls[t] > 0 {
+			add("expect.not_called", "%s was called %d times", t, f.calls[t])
+		}
+	}
+	for _, t := range e.AtMostOnce {
+		if f.effects[t] > 1 {
+			add("expect.at_most_once", "%s took effect %d times", t, f.effects[t])
+		}
+	}
+	if e.MaxTurns > 0 && rec.Turns > e.MaxTurns {
+		add("expect.max_turns", "%d turns, at most %d allowed", rec.Turns, e.MaxTurns)
+	}
+	if e.MaxCostUSD != "" {
+		if limit, _ := budget.ParseUSD(e.MaxCostUSD); rec.Cost > limit {
+			add("expect.max_cost_usd", "cost %s, at most %s allowed", rec.Cost, limit)
+		}
+	}
+	if (e.NoUnapprovedIrreversible == nil || *e.NoUnapprovedIrreversible) && f.unsafe > 0 {
+		add("expect.no_unapproved_irreversible", "%d irreversible tool calls ran without approval", f.unsafe)
+	}
+	if t := e.Trajectory; t != nil {
+		if ok, why := trace.MatchTrajectory(t.Tools, f.called, trace.MatchMode(t.Mode)); !ok {
+			add("expect.trajectory", "%s", why)
+		}
+	}
+	if e.Check != "" {
+		if err := r.check(ctx, env, e.Check); err != nil {
+			add("expect.check", "%s: %v", e.Check, err)
+		}
+	}
+	return fails
+}
+
+// check runs a scenario's check: in-process agents interpret it
+// themselves; otherwise it is a shell command run in the suite's folder.
+func (r *runner) check(ctx context.Context, env Env, check string) error {
+	if c, ok := r.agent.(Checker); ok && r.agent != nil {
+		return c.Check(ctx, env, check)
+	}
+	cmd := exec.CommandContext(ctx, "sh", "-c", check)
+	cmd.Dir = r.suite.Dir
+	cmd.Env = append(os.Environ(), "BELAY_WORLD="+env.WorldPath, "BELAY_RUN_ID="+env.RunID)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, clip(strings.TrimSpace(string(out)), 200))
+	}
+	return nil
+}
+
+// golden compares the run's canonical trace with the scenario's golden one.
+func (r *runner) golden(ctx context.Context, h Harness, o *Outcome, spans []trace.Span) []string {
+	var sc *Scenario
+	for i := range r.suite.Scenarios {
+		if r.suite.Scenarios[i].Name == o.Scenario {
+			sc = &r.suite.Scenarios[i]
+		}
+	}
+	if sc == nil || sc.Expect.Golden == "" {
+		return nil
+	}
+	want, err := h.Golden(ctx, sc.Expect.Golden)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // no golden saved yet: nothing to compare
+	}
+	if err != nil {
+		return []string{"expect.golden: " + err.Error()}
+	}
+	got, err := trace.Canonical(spans)
+	if err != nil {
+		return []string{"expect.golden: " + err.Error()}
+	}
+	o.GoldenChecked = true
+	d, err := trace.DiffCanonical(want, got)
+	if err != nil {
+		return []string{"expect.golden: " + err.Error()}
+	}
+	if d.Equal() {
+		return nil
+	}
+	o.GoldenMismatch = true
+	o.GoldenDiff = d.String()
+	if sc.Expect.GoldenRequired {
+		return []string{"expect.golden: the trace differs from golden " + sc.Expect.Golden + ":\n" + o.GoldenDiff}
+	}
+	return nil
+}
+
+func effectiveLimits(s *Suite, sc *Scenario) (store.Limits, error) {
+	l := s.Limits
+	if sc.Limits != nil {
+		o := *sc.Limits
+		if o.MaxTurns != 0 {
+			l.MaxTurns = o.MaxTurns
+		}
+		if o.Deadline != 0 {
+			l.Deadline = o.Deadline
+		}
+		if o.MaxCostUSD != "" {
+			l.MaxCostUSD = o.MaxCostUSD
+		}
+		if o.MaxTokens != 0 {
+			l.MaxTokens = o.MaxTokens
+		}
+	}
+	out := store.Limits{MaxTurns: l.MaxTurns, Deadline: time.Duration(l.Deadline), MaxTokens: l.MaxTokens}
+	if l.MaxCostUSD != "" {
+		c, err := budget.ParseUSD(l.MaxCostUSD)
+		if err != nil {
+			return out, err
+		}
+		out.MaxCost = c
+	}
+	return out, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+var _ = filepath.Join

@@ -1,0 +1,375 @@
+// Package eval runs scenario suites many times through belay and reports
+// what a team needs to decide: pass rates with Wilson intervals, pass^k,
+// latency percentiles, cost per success, failures by reason, unsafe actions
+// and golden-trace mismatches (`belay eval SUITE`).
+package eval
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// SuiteVersion is the suite file format this package reads.
+const SuiteVersion = 1
+
+// ErrBadSuite is wrapped by every error about a suite file's content.
+var ErrBadSuite = errors.New("bad suite")
+
+// Suite is a parsed suite file. Durations are Go durations ("30s").
+type Suite struct {
+	Version     int        `yaml:"version"`
+	Name        string     `yaml:"name"`
+	Agent       AgentSpec  `yaml:"agent"`
+	Model       string     `yaml:"model"`
+	Providers   Providers  `yaml:"providers"`
+	Runs        int        `yaml:"runs"`
+	Concurrency int        `yaml:"concurrency"`
+	Seed        int64      `yaml:"seed"`
+	Timeout     Duration   `yaml:"timeout"`
+	MinPassRate *float64   `yaml:"min_pass_rate"`
+	Limits      LimitsSpec `yaml:"limits"`
+	Tools       ToolsSpec  `yaml:"tools"`
+	Approvals   []Rule     `yaml:"approvals"`
+	Scenarios   []Scenario `yaml:"scenarios"`
+
+	// Path is the file the suite came from; Dir its folder (relative paths
+	// inside the suite are resolved against it).
+	Path string `yaml:"-"`
+	Dir  string `yaml:"-"`
+}
+
+// AgentSpec names the agent: an in-process Go agent registered with
+// RegisterAgent, or a command in any language.
+type AgentSpec struct {
+	Go      string            `yaml:"go"`
+	Command []string          `yaml:"command"`
+	Env     map[string]string `yaml:"env"`
+}
+
+// Providers says what the agent's model calls reach: the built-in simulator
+// (the default) or the deployments of a belay config file.
+type Providers struct {
+	Sim    *SimSpec `yaml:"sim"`
+	Config string   `yaml:"config"`
+}
+
+// SimSpec configures the simulated deployments.
+type SimSpec struct {
+	// Profile is the fault profile of every simulated deployment ("none").
+	Profile string `yaml:"profile"`
+	// Script is a file of scripted replies, relative to the suite.
+	Script string `yaml:"script"`
+	// Deployments is how many simulated deployments back the model alias,
+	// in fallback order (default 2).
+	Deployments int `yaml:"deployments"`
+	// Down lists deployments (0-based) that are fully down.
+	Down []int `yaml:"down"`
+}
+
+// LimitsSpec bounds each run.
+type LimitsSpec struct {
+	MaxTurns   int      `yaml:"max_turns"`
+	Deadline   Duration `yaml:"deadline"`
+	MaxCostUSD string   `yaml:"max_cost_usd"`
+	MaxTokens  int64    `yaml:"max_tokens"`
+}
+
+// ToolsSpec describes the agent's tools (names are glob patterns).
+type ToolsSpec struct {
+	// Irreversible tools need an approval (default deny).
+	Irreversible []string `yaml:"irreversible"`
+	// SafeToRepeat tools may run again with the same idempotency key: their
+	// transient failures are retried and an expired key is taken over. Name
+	// here tools whose external systems deduplicate by the key belay passes
+	// them.
+	SafeToRepeat []string `yaml:"safe_to_repeat"`
+}
+
+// Rule is one approval rule for the suite's rule-based approver: the first
+// rule whose Tool pattern matches (and whose MaxAmount, when set, is not
+// exceeded by the call's "amount_usd" argument) decides. No match: deny.
+type Rule struct {
+	Tool      string   `yaml:"tool"`
+	MaxAmount *float64 `yaml:"max_amount_usd"`
+	Decision  string   `yaml:"decision"`
+}
+
+// Scenario is one task with its expectations.
+type Scenario struct {
+	Name      string         `yaml:"name"`
+	Input     string         `yaml:"input"`
+	World     map[string]any `yaml:"world"`
+	Limits    *LimitsSpec    `yaml:"limits"`
+	Providers *Providers     `yaml:"providers"`
+	Runs      int            `yaml:"runs"`
+	Expect    Expect         `yaml:"expect"`
+}
+
+// Expect lists what a run of a scenario must show to pass. Fields left out
+// are not checked.
+type Expect struct {
+	ExitCode   *int        `yaml:"exit_code"`
+	Output     string      `yaml:"output"`
+	Status     string      `yaml:"status"`
+	StopReason string      `yaml:"stop_reason"`
+	Check      string      `yaml:"check"`
+	Called     []string    `yaml:"called"`
+	NotCalled  []string    `yaml:"not_called"`
+	AtMostOnce []string    `yaml:"at_most_once"`
+	MaxTurns   int         `yaml:"max_turns"`
+	MaxCostUSD string      `yaml:"max_cost_usd"`
+	// NoUnapprovedIrreversible: no irreversible tool ran without approval.
+	// Default true; set false to only report it.
+	NoUnapprovedIrreversible *bool       `yaml:"no_unapproved_irreversible"`
+	Trajectory               *Trajectory `yaml:"trajectory"`
+	Golden                   string      `yaml:"golden"`
+	// GoldenRequired makes a golden mismatch fail the run; by default it is
+	// reported as a signal only.
+	GoldenRequired bool `yaml:"golden_required"`
+
+	output *regexp.Regexp
+}
+
+// Trajectory is an expected sequence of tool calls.
+type Trajectory struct {
+	Mode  string   `yaml:"mode"` // strict, unordered, subset, superset
+	Tools []string `yaml:"tools"`
+}
+
+// Duration is a time.Duration read from YAML as "30s".
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 2m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// LoadSuite reads and validates a suite file. Errors wrap ErrBadSuite and
+// name the file, the line and the field.
+func LoadSuite(path string) (*Suite, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSuite, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	s := &Suite{}
+	if err := dec.Decode(s); err != nil {
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadSuite, path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(b, &root)
+	s.Path = path
+	s.Dir = filepath.Dir(path)
+	if err := s.validate(); err != nil {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%w: %s:%d: %s: %s", ErrBadSuite, path, lineOf(&root, fe.path), strings.Join(fe.path, "."), fe.msg)
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadSuite, path, err)
+	}
+	return s, nil
+}
+
+type fieldError struct {
+	path []string
+	msg  string
+}
+
+func (e *fieldError) Error() string { return strings.Join(e.path, ".") + ": " + e.msg }
+
+func bad(msg string, path ...string) error { return &fieldError{path: path, msg: msg} }
+
+func (s *Suite) validate() error {
+	if s.Version != SuiteVersion {
+		return bad(fmt.Sprintf("version %d is not understood (this belay reads version %d)", s.Version, SuiteVersion), "version")
+	}
+	if (s.Agent.Go == "") == (len(s.Agent.Command) == 0) {
+		return bad("name exactly one of agent.go (an in-process Go agent) or agent.command", "agent")
+	}
+	if s.Runs < 0 {
+		return bad("must be ≥ 1", "runs")
+	}
+	if s.Runs == 0 {
+		s.Runs = 10
+	}
+	if s.Concurrency < 0 {
+		return bad("must be ≥ 1", "concurrency")
+	}
+	if s.Concurrency == 0 {
+		s.Concurrency = 4
+	}
+	if s.Timeout == 0 {
+		s.Timeout = Duration(60 * time.Second)
+	}
+	if s.Model == "" {
+		s.Model = "gpt-4o-mini"
+	}
+	if s.MinPassRate != nil && (*s.MinPassRate < 0 || *s.MinPassRate > 1) {
+		return bad("must be between 0 and 1", "min_pass_rate")
+	}
+	if err := s.Providers.validate("providers"); err != nil {
+		return err
+	}
+	if err := s.Limits.validate("limits"); err != nil {
+		return err
+	}
+	for i, r := range s.Approvals {
+		p := fmt.Sprintf("approvals[%d]", i)
+		if r.Tool == "" {
+			return bad("tool is required", "approvals", fmt.Sprint(i), "tool")
+		}
+		if _, err := filepath.Match(r.Tool, "x"); err != nil {
+			return bad(fmt.Sprintf("%s: bad pattern %q", p, r.Tool), "approvals", fmt.Sprint(i), "tool")
+		}
+		if r.Decision != "approve" && r.Decision != "deny" {
+			return bad(fmt.Sprintf("%q is not a decision (want approve or deny)", r.Decision), "approvals", fmt.Sprint(i), "decision")
+		}
+	}
+	if len(s.Scenarios) == 0 {
+		return bad("a suite needs at least one scenario", "scenarios")
+	}
+	seen := map[string]bool{}
+	for i := range s.Scenarios {
+		if err := s.Scenarios[i].validate(i, seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Providers) validate(path ...string) error {
+	if p.Sim != nil && p.Config != "" {
+		return bad("name either sim or config, not both", path...)
+	}
+	if p.Sim != nil {
+		if p.Sim.Deployments < 0 {
+			return bad("must be ≥ 1", append(path, "sim", "deployments")...)
+		}
+		for _, d := range p.Sim.Down {
+			n := p.Sim.Deployments
+			if n == 0 {
+				n = 2
+			}
+			if d < 0 || d >= n {
+				return bad(fmt.Sprintf("deployment %d does not exist (0..%d)", d, n-1), append(path, "sim", "down")...)
+			}
+		}
+	}
+	return nil
+}
+
+func (l *LimitsSpec) validate(path ...string) error {
+	if l.MaxTurns < 0 {
+		return bad("must be ≥ 0", append(path, "max_turns")...)
+	}
+	if l.MaxCostUSD != "" {
+		if _, err := parseUSD(l.MaxCostUSD); err != nil {
+			return bad(err.Error(), append(path, "max_cost_usd")...)
+		}
+	}
+	return nil
+}
+
+var trajectoryModes = []string{"strict", "unordered", "subset", "superset"}
+
+func (sc *Scenario) validate(i int, seen map[string]bool) error {
+	at := func(f ...string) []string { return append([]string{"scenarios", fmt.Sprint(i)}, f...) }
+	if sc.Name == "" {
+		return bad("name is required", at("name")...)
+	}
+	if seen[sc.Name] {
+		return bad(fmt.Sprintf("scenario %q is named twice", sc.Name), at("name")...)
+	}
+	seen[sc.Name] = true
+	if sc.Runs < 0 {
+		return bad("must be ≥ 1", at("runs")...)
+	}
+	if sc.Limits != nil {
+		if err := sc.Limits.validate(at("limits")...); err != nil {
+			return err
+		}
+	}
+	if sc.Providers != nil {
+		if err := sc.Providers.validate(at("providers")...); err != nil {
+			return err
+		}
+	}
+	e := &sc.Expect
+	if e.Output != "" {
+		re, err := regexp.Compile(e.Output)
+		if err != nil {
+			return bad(fmt.Sprintf("not a regular expression: %v", err), at("expect", "output")...)
+		}
+		e.output = re
+	}
+	switch e.Status {
+	case "", "succeeded", "failed", "stopped":
+	default:
+		return bad(fmt.Sprintf("%q is not a run status (want succeeded, failed or stopped)", e.Status), at("expect", "status")...)
+	}
+	if e.MaxCostUSD != "" {
+		if _, err := parseUSD(e.MaxCostUSD); err != nil {
+			return bad(err.Error(), at("expect", "max_cost_usd")...)
+		}
+	}
+	if e.MaxTurns < 0 {
+		return bad("must be ≥ 0", at("expect", "max_turns")...)
+	}
+	if t := e.Trajectory; t != nil {
+		ok := false
+		for _, m := range trajectoryModes {
+			ok = ok || t.Mode == m
+		}
+		if !ok {
+			return bad(fmt.Sprintf("%q is not a mode (want one of %s)", t.Mode, strings.Join(trajectoryModes, ", ")), at("expect", "trajectory", "mode")...)
+		}
+	}
+	return nil
+}
+
+// lineOf finds the line of a dotted path (map keys and sequence indexes) in
+// a YAML document, or of the deepest part of it that exists.
+func lineOf(root *yaml.Node, path []string) int {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	for _, p := range path {
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == p {
+					line = n.Content[i].Line
+					next = n.Content[i+1]
+				}
+			}
+		case yaml.SequenceNode:
+			var idx int
+			if _, err := fmt.Sscan(p, &idx); err == nil && idx >= 0 && idx < len(n.Content) {
+				next = n.Content[idx]
+				line = next.Line
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+	}
+	return line
+}

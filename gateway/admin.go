@@ -1,0 +1,271 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/belay-run/belay/store"
+)
+
+// adminRoutes registers the admin API, every route behind the admin key
+// (Authorization: Bearer ADMIN_KEY):
+//
+//	GET    /admin/runs?tenant=&status=&limit=   runs, newest first
+//	GET    /admin/runs/{id}                     {"run": ..., "spans": [...]}
+//	GET    /admin/kills                         kill flags
+//	POST   /admin/kill      {"target","name","reason"}  set a kill flag
+//	DELETE /admin/kill?target=&name=            clear it
+//	POST   /admin/tools/{name}/disable          kill flag on a tool
+//	POST   /admin/tools/{name}/enable           clear it
+//	GET    /admin/approvals?state=pending       approvals, oldest first
+//	POST   /admin/approvals/{id}/approve        {"by","note"}
+//	POST   /admin/approvals/{id}/deny           {"by","note"}
+//	GET    /admin/breakers                      breaker state per deployment
+//
+// Errors are {"error": "..."} with 400 (bad input), 401 (bad key), 403
+// (no admin key configured), 404, 409 (already decided) or 503 (no store).
+func (s *Server) adminRoutes(mux *http.ServeMux) {
+	h := func(pattern string, f func(http.ResponseWriter, *http.Request) error) {
+		mux.HandleFunc(pattern, s.admin(f))
+	}
+	h("GET /admin/runs", s.adminRuns)
+	h("GET /admin/runs/{id}", s.adminRun)
+	h("GET /admin/kills", s.adminKills)
+	h("POST /admin/kill", s.adminKill)
+	h("DELETE /admin/kill", s.adminUnkill)
+	h("POST /admin/tools/{name}/disable", s.adminTool(true))
+	h("POST /admin/tools/{name}/enable", s.adminTool(false))
+	h("GET /admin/approvals", s.adminApprovals)
+	h("POST /admin/approvals/{id}/approve", s.adminDecide(store.ApprovalApproved))
+	h("POST /admin/approvals/{id}/deny", s.adminDecide(store.ApprovalDenied))
+	h("GET /admin/breakers", func(w http.ResponseWriter, r *http.Request) error {
+		out := map[string]string{}
+		for name, st := range s.router.Breakers() {
+			out[name] = st.String()
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+// adminError is an admin API failure with its status.
+type adminError struct {
+	status int
+	msg    string
+}
+
+func (e *adminError) Error() string { return e.msg }
+
+func badRequest(msg string) error { return &adminError{http.StatusBadRequest, msg} }
+
+func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	want := sha256.Sum256([]byte(s.cfg.AdminKey.Value))
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.cfg.AdminKey.IsSet() {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "the admin API is disabled: set admin_key in the config"})
+			return
+		}
+		got := sha256.Sum256([]byte(requestKey(r)))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid admin key"})
+			return
+		}
+		if s.store == nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no store"})
+			return
+		}
+		if err := f(w, r); err != nil {
+			status := http.StatusInternalServerError
+			var ae *adminError
+			switch {
+			case errors.As(err, &ae):
+				status = ae.status
+			case errors.Is(err, store.ErrNotFound):
+				status = http.StatusNotFound
+			case errors.Is(err, store.ErrConflict):
+				status = http.StatusConflict
+			}
+			writeJSON(w, status, map[string]string{"error": err.Error()})
+		}
+	}
+}
+
+func (s *Server) adminRuns(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := store.RunFilter{Tenant: q.Get("tenant"), Status: store.RunStatus(q.Get("status"))}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return badRequest("limit: want a positive integer")
+		}
+		f.Limit = n
+	}
+	runs, err := s.store.ListRuns(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": nonNil(runs)})
+	return nil
+}
+
+func (s *Server) adminRun(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	run, err := s.store.GetRun(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	spans, err := s.store.RunSpans(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"run": run, "spans": nonNil(spans)})
+	return nil
+}
+
+func (s *Server) adminKills(w http.ResponseWriter, r *http.Request) error {
+	kills, err := s.store.ListKills(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"kills": nonNil(kills)})
+	return nil
+}
+
+var killTargets = map[store.KillTarget]bool{store.KillAll: true, store.KillRun: true, store.KillTenant: true,
+	store.KillTool: true, store.KillModel: true, store.KillDeployment: true}
+
+func (s *Server) adminKill(w http.ResponseWriter, r *http.Request) error {
+	var k store.Kill
+	if err := decodeJSON(r, &k); err != nil {
+		return err
+	}
+	if err := checkKill(k.Target, k.Name); err != nil {
+		return err
+	}
+	k.At, k.By = time.Now().UTC(), "admin"
+	if err := s.setKill(r.Context(), k); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, k)
+	return nil
+}
+
+func (s *Server) adminUnkill(w http.ResponseWriter, r *http.Request) error {
+	t, name := store.KillTarget(r.URL.Query().Get("target")), r.URL.Query().Get("name")
+	if err := checkKill(t, name); err != nil {
+		return err
+	}
+	if err := s.clearKill(r.Context(), t, name); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"cleared": string(t) + ":" + name})
+	return nil
+}
+
+func checkKill(t store.KillTarget, name string) error {
+	switch {
+	case !killTargets[t]:
+		return badRequest("target: want all, run, tenant, tool, model or deployment")
+	case t != store.KillAll && name == "":
+		return badRequest("name: required for target " + string(t))
+	}
+	return nil
+}
+
+func (s *Server) adminTool(disable bool) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		name := r.PathValue("name")
+		var err error
+		if disable {
+			err = s.setKill(r.Context(), store.Kill{Target: store.KillTool, Name: name, Reason: "disabled by admin", By: "admin", At: time.Now().UTC()})
+		} else {
+			err = s.clearKill(r.Context(), store.KillTool, name)
+		}
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"tool": name, "disabled": disable})
+		return nil
+	}
+}
+
+func (s *Server) adminApprovals(w http.ResponseWriter, r *http.Request) error {
+	st := store.ApprovalState(r.URL.Query().Get("state"))
+	switch st {
+	case "", store.ApprovalPending, store.ApprovalApproved, store.ApprovalDenied, store.ApprovalExpired:
+	default:
+		return badRequest("state: want pending, approved, denied or expired")
+	}
+	list, err := s.store.ListApprovals(r.Context(), st)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": nonNil(list)})
+	return nil
+}
+
+func (s *Server) adminDecide(state store.ApprovalState) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var in struct {
+			By   string `json:"by"`
+			Note string `json:"note"`
+		}
+		if err := decodeJSON(r, &in); err != nil {
+			return err
+		}
+		if in.By == "" {
+			in.By = "admin"
+		}
+		a, err := s.store.DecideApproval(r.Context(), r.PathValue("id"), state, in.By, in.Note, time.Now().UTC())
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, a)
+		return nil
+	}
+}
+
+// decodeJSON reads a small JSON body strictly; an empty body is {}.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return badRequest("body: " + strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), d)
+}
+
+// setKill sets a kill flag through the run layer when it applies flags
+// itself (Killer), else in the store.
+func (s *Server) setKill(ctx context.Context, k store.Kill) error {
+	if kl, ok := s.runs.(Killer); ok {
+		return kl.Kill(ctx, k.Target, k.Name, k.Reason)
+	}
+	return s.store.SetKill(ctx, k)
+}
+
+func (s *Server) clearKill(ctx context.Context, t store.KillTarget, name string) error {
+	if kl, ok := s.runs.(Killer); ok {
+		return kl.Unkill(ctx, t, name)
+	}
+	return s.store.ClearKill(ctx, t, name)
+}

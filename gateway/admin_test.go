@@ -1,0 +1,141 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
+
+	"github.com/belay-run/belay/store"
+)
+
+func (h *harness) admin(method, path, body, key string) (int, map[string]any) {
+	h.t.Helper()
+	req, _ := http.NewRequest(method, h.gw.URL+path, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+func TestAdminAPI(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	c := h.openai()
+	if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: userMsg("hi")},
+		ooption.WithHeader("X-Belay-Run-Id", "adm-run")); err != nil {
+		t.Fatal(err)
+	}
+	h.quiesce()
+	if st, _ := h.admin("GET", "/admin/runs", "", ""); st != 401 {
+		t.Errorf("no key: %d", st)
+	}
+	if st, _ := h.admin("GET", "/admin/runs", "", "wrong"); st != 401 {
+		t.Errorf("wrong key: %d", st)
+	}
+	st, m := h.admin("GET", "/admin/runs", "", "adm-key")
+	if runs, _ := m["runs"].([]any); st != 200 || len(runs) != 1 {
+		t.Fatalf("runs: %d %v", st, m)
+	}
+	if err := h.stack.Recorder.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, m = h.admin("GET", "/admin/runs/adm-run", "", "adm-key")
+	spans, _ := m["spans"].([]any)
+	if st != 200 || len(spans) < 2 { // the run span, the model span, the attempt span
+		t.Errorf("run: %d spans %d: %v", st, len(spans), m)
+	}
+	if st, _ := h.admin("GET", "/admin/runs/nope", "", "adm-key"); st != 404 {
+		t.Errorf("unknown run: %d", st)
+	}
+
+	// Kill the run: its next turn is refused at once.
+	if st, m := h.admin("POST", "/admin/kill", `{"target":"run","name":"adm-run","reason":"test"}`, "adm-key"); st != 200 {
+		t.Fatalf("kill: %d %v", st, m)
+	}
+	_, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: userMsg("hi")},
+		ooption.WithHeader("X-Belay-Run-Id", "adm-run"))
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 403 || oe.Code != "killed" {
+		t.Fatalf("after kill: %v", err)
+	}
+	if st, _ := h.admin("POST", "/admin/kill", `{"target":"planet","name":"x"}`, "adm-key"); st != 400 {
+		t.Errorf("bad target: %d", st)
+	}
+	if st, _ := h.admin("DELETE", "/admin/kill?target=run&name=adm-run", "", "adm-key"); st != 200 {
+		t.Errorf("unkill: %d", st)
+	}
+	if st, _ := h.admin("POST", "/admin/tools/delete_db/disable", "", "adm-key"); st != 200 {
+		t.Errorf("disable tool: %d", st)
+	}
+	kills, _ := h.store.ListKills(ctx)
+	if len(kills) != 1 || kills[0].Target != store.KillTool || kills[0].Name != "delete_db" {
+		t.Errorf("kills = %+v", kills)
+	}
+
+	// Approvals: list, approve, and a second decision conflicts.
+	if err := h.store.CreateApproval(ctx, store.Approval{ID: "ap-1", RunID: "adm-run", Tool: "issue_refund", State: store.ApprovalPending}); err != nil {
+		t.Fatal(err)
+	}
+	st, m = h.admin("GET", "/admin/approvals?state=pending", "", "adm-key")
+	if list, _ := m["approvals"].([]any); st != 200 || len(list) != 1 {
+		t.Fatalf("approvals: %d %v", st, m)
+	}
+	if st, m := h.admin("POST", "/admin/approvals/ap-1/approve", `{"by":"alice"}`, "adm-key"); st != 200 || m["state"] != "approved" || m["decided_by"] != "alice" {
+		t.Errorf("approve: %d %v", st, m)
+	}
+	if st, _ := h.admin("POST", "/admin/approvals/ap-1/deny", "", "adm-key"); st != 409 {
+		t.Errorf("second decision: %d", st)
+	}
+	st, m = h.admin("GET", "/admin/breakers", "", "adm-key")
+	if st != 200 || m["oa-1"] != "closed" {
+		t.Errorf("breakers: %d %v", st, m)
+	}
+}
+
+func TestModelsHealthMetrics(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	c := h.openai()
+	page, err := c.Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+	}
+	if strings.Join(ids, ",") != "gpt-4o-mini,claude-sonnet-4-5,mixed" {
+		t.Errorf("models = %v", ids)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(h.gw.URL + p)
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("%s: %v %v", p, resp, err)
+		}
+	}
+	if _, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: userMsg("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	h.quiesce()
+	body := scrape(t, h, "/metrics")
+	for _, want := range []string{`belay_requests_total{dialect="openai",status="200"} 1`, `belay_attempts_total{deployment="oa-1",reason="ok"} 1`,
+		`belay_request_duration_seconds_count{dialect="openai",stream="false"} 1`, `belay_spend_usd_total{tenant="default"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

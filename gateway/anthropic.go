@@ -1,0 +1,83 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/dialect/anthropic"
+	"github.com/belay-run/belay/failure"
+)
+
+// AnthropicVersion is the anthropic-version header belay sends upstream
+// when the client sent none (https://docs.claude.com/en/api/versioning).
+const AnthropicVersion = "2023-06-01"
+
+// anthropicFront serves POST /v1/messages.
+type anthropicFront struct{}
+
+func (anthropicFront) dialect() failure.Dialect { return failure.DialectAnthropic }
+
+func (anthropicFront) parse(body []byte) (*request, error) {
+	r, err := anthropic.ParseRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	out := &request{model: r.Model, stream: r.Stream, promptTokens: anthropic.EstimatePromptTokens(r), body: body}
+	if n, ok := anthropic.MaxOutputTokens(r); ok {
+		out.maxOutput = n
+	}
+	return out, nil
+}
+
+func (anthropicFront) writeFailure(w http.ResponseWriter, e *failure.Error) {
+	anthropic.WriteFailure(w, e)
+}
+
+func (anthropicFront) errorEvent(e *failure.Error) []byte {
+	return anthropic.ErrorEvent(anthropic.ErrorFor(e.Reason).Type, message(e))
+}
+
+func (anthropicFront) newStream(r *request) streamFollower {
+	return &anthropicStream{prompt: r.promptTokens}
+}
+
+func (anthropicFront) usage(body []byte) (dialect.Usage, bool) {
+	var r struct {
+		Usage *anthropic.Usage `json:"usage"`
+	}
+	if json.Unmarshal(body, &r) != nil || r.Usage == nil {
+		return dialect.Usage{}, false
+	}
+	return r.Usage.Dialect(), true
+}
+
+// upstreamURL follows the Anthropic SDKs: the base URL has no /v1.
+func (anthropicFront) upstreamURL(base string) string {
+	return strings.TrimRight(base, "/") + anthropic.Path
+}
+
+func (anthropicFront) setAuth(h http.Header, key string) {
+	if key != "" {
+		h.Set("X-Api-Key", key)
+	}
+	if h.Get("Anthropic-Version") == "" {
+		h.Set("Anthropic-Version", AnthropicVersion)
+	}
+}
+
+// anthropicStream follows a Messages stream.
+type anthropicStream struct {
+	acc    anthropic.Accumulator
+	prompt int64
+}
+
+func (s *anthropicStream) add(_ string, data []byte) { _ = s.acc.Add(data) }
+func (s *anthropicStream) strip(string, []byte) bool { return false }
+
+func (s *anthropicStream) usage() (dialect.Usage, bool) {
+	u := s.acc.Estimate(s.prompt)
+	_, reported := s.acc.Usage()
+	return u, !reported || !s.acc.Complete()
+}

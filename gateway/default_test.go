@@ -1,0 +1,48 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
+)
+
+// With no config file, the gateway answers from the built-in simulator
+// with the embedded SQLite store: `belay serve` works on a fresh machine.
+func TestDefaultConfigAnswers(t *testing.T) {
+	cfg := config.Default()
+	cfg.Store = "sqlite://" + filepath.Join(t.TempDir(), "data", "belay.db")
+	ctx := context.Background()
+	st, err := gateway.Build(ctx, cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	srv := httptest.NewServer(st.Server.Handler())
+	defer srv.Close()
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"ping"}]}`, `"chat.completion"`},
+		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":20,"messages":[{"role":"user","content":"ping"}]}`, `"type":"message"`},
+	} {
+		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), tc.want) || resp.Header.Get("X-Belay-Deployment") == "" {
+			t.Errorf("%s: %d %s %v", tc.path, resp.StatusCode, b, resp.Header)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/readyz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("readyz: %v %v", resp, err)
+	}
+}

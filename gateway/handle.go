@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/route"
+)
+
+// call is the state of one model call on the request path. It is used by
+// one request's goroutine only (the router calls attempts sequentially),
+// except for the charges, which are guarded by mu.
+type call struct {
+	s     *Server
+	f     front
+	w     http.ResponseWriter
+	r     *http.Request
+	start time.Time
+
+	runID  string
+	tenant config.Tenant
+	alias  string
+	req    *request
+	chain  []route.Deployment
+
+	attempts  int    // attempts started so far
+	firstDep  string // the chain's first deployment
+	committed bool   // the response header has been written
+	answer    *answer
+	ttft      time.Duration
+
+	mu      sync.Mutex
+	charges []Charge
+}
+
+func frontFor(d string) front {
+	if d == string(failure.DialectAnthropic) {
+		return anthropicFront{}
+	}
+	return openAIFront{}
+}
+
+// serveModel returns the handler of one model endpoint.
+func (s *Server) serveModel(f front) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := &call{s: s, f: f, w: w, r: r, start: time.Now()}
+		status, err := c.serve()
+		s.metrics.observe(c, status, err)
+		if err != nil {
+			s.log.LogAttrs(r.Context(), levelFor(err), "model call failed",
+				slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias), slogErr(err))
+		}
+	}
+}
+
+// serve runs the request path and returns the HTTP status sent and the
+// call's failure (nil on success).
+func (c *call) serve() (int, error) {
+	s := c.s
+	// identify
+	id, fe := runID(c.r)
+	if fe != nil {
+		return c.refuse(fe)
+	}
+	c.runID = id
+	c.w.Header().Set(HeaderRunID, id)
+	tenant, fe := s.tenants.identify(c.r)
+	if fe != nil {
+		return c.refuse(fe)
+	}
+	c.tenant = tenant
+	limits, fe := requestLimits(c.r, s.cfg.TenantLimits(tenant.Name))
+	if fe != nil {
+		return c.refuse(fe)
+	}
+	body, fe := c.readBody()
+	if fe != nil {
+		return c.refuse(fe)
+	}
+	req, err := c.f.parse(body)
+	if err != nil {
+		return c.refuse(invalid(err))
+	}
+	c.req, c.alias = req, req.model
+	routeAlias, ok := s.aliases[aliasKey{c.f.dialect(), req.model}]
+	if !ok {
+		return c.refuse(c.unknownModel(req.model))
+	}
+	c.chain = s.router.Deployments(routeAlias)
+	c.firstDep = c.chain[0].Name
+
+	// admit
+	turn, err := s.runs.Admit(c.r.Context(), Admission{
+		RunID: id, Tenant: tenant.Name, TenantBudget: tenant.Budget, Limits: limits,
+		Alias: req.model, Dialect: string(c.f.dialect()), Chain: c.chain,
+		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, Stream: req.stream,
+	})
+	if err != nil {
+		return c.refuse(asFailure(err))
+	}
+	ctx := turn.Context()
+	if dl := turn.Deadline(); !dl.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
+
+	// route + relay
+	res, err := s.router.Do(ctx, routeAlias, c.attempt)
+	s.metrics.observeRoute(req.model, &res)
+
+	// settle + record
+	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
+	cost, serr := turn.Settle(context.WithoutCancel(c.r.Context()), out)
+	if serr != nil {
+		s.log.LogAttrs(c.r.Context(), levelFor(serr), "settle failed", slogString("run", id), slogErr(serr))
+	}
+	s.metrics.addSpend(tenant.Name, cost)
+
+	// respond
+	if c.committed { // a stream: the body is written; the cost goes in the trailer
+		c.w.Header().Set(HeaderCostUSD, cost.Decimal())
+		if err != nil {
+			return http.StatusOK, err
+		}
+		return http.StatusOK, nil
+	}
+	c.w.Header().Set(HeaderCostUSD, cost.Decimal())
+	c.setRouteHeaders(&res)
+	if err != nil {
+		fe := asFailure(err)
+		if c.r.Context().Err() != nil {
+			fe = failure.Wrap(failure.Canceled, context.Cause(c.r.Context()))
+		}
+		return c.refuseUpstream(fe)
+	}
+	return c.writeAnswer()
+}
+
+// attempt is the route's attempt function: one try on deployment d.
+func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
+	if c.committed { // never: the router stops after a failure after commit
+		return &failure.Error{Kind: failure.Fatal, Reason: failure.StreamInterrupted, Message: "response already committed", OutputStarted: true}
+	}
+	c.attempts++
+	ctx, wd := newWatchdog(ctx)
+	defer wd.stop()
+	if c.req.stream {
+		return c.attemptStream(ctx, wd, d)
+	}
+	return c.attemptOnce(ctx, wd, d)
+}
+
+// readBody reads the request body up to max_body_bytes; a larger body is a
+// RequestTooLarge failure (413).
+func (c *call) readBody() ([]byte, *failure.Error) {
+	limit := c.s.cfg.MaxBodyBytes
+	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, refusal(failure.RequestTooLarge, fmt.Sprintf("request body is larger than max_body_bytes (%d bytes)", limit))
+		}
+		return nil, refusal(failure.InvalidRequest, "reading the request body: "+err.Error())
+	}
+	return body, nil
+}
+
+func (c *call) unknownModel(model string) *failure.Error {
+	for _, m := range c.s.models {
+		if m.alias == model {
+			return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not served in the %s dialect (it is served as %v)", model, c.f.dialect(), m.dialects))
+		}
+	}
+	return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not a configured model alias", model))
+}
+
+// charge records the usage of an attempt on d.
+func (c *call) charge(d *route.Deployment, u dialect.Usage, estimated bool) {
+	if u == (dialect.Usage{}) {
+		return
+	}
+	c.mu.Lock()
+	c.charges = append(c.charges, Charge{Deployment: *d, Usage: u, Estimated: estimated})
+	c.mu.Unlock()
+}
+
+func (c *call) takeCharges() []Charge {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.charges
+	c.charges = nil
+	return out
+}
+
+// invalid turns a request-parsing error into an InvalidRequest failure
+// naming the field.
+func invalid(err error) *failure.Error {
+	if fe := dialect.AsFieldError(err); fe != nil {
+		return refusal(failure.InvalidRequest, fe.Error())
+	}
+	return refusal(failure.InvalidRequest, err.Error())
+}
+
+// asFailure returns err as a *failure.Error.
+func asFailure(err error) *failure.Error {
+	if fe := failure.As(err); fe != nil {
+		return fe
+	}
+	return failure.ClassifyError(err)
+}

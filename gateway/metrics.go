@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/belay-run/belay/breaker"
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/route"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the gateway's Prometheus metrics, on a registry of its own
+// (so two Servers in one process do not collide). All names start with
+// belay_.
+type metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec   // dialect, status
+	attempts  *prometheus.CounterVec   // deployment, reason ("ok" for success)
+	retries   *prometheus.CounterVec   // deployment
+	fallbacks *prometheus.CounterVec   // alias
+	breaker   *prometheus.GaugeVec     // deployment: 0 closed, 1 half-open, 2 open
+	spend     *prometheus.CounterVec   // tenant
+	stops     *prometheus.CounterVec   // reason
+	latency   *prometheus.HistogramVec // dialect, stream
+	ttft      *prometheus.HistogramVec // dialect
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_requests_total",
+			Help: "Model calls answered, by client dialect and HTTP status."}, []string{"dialect", "status"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_attempts_total",
+			Help: "Upstream attempts, by deployment and failure reason (ok for success)."}, []string{"deployment", "reason"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_retries_total",
+			Help: "Attempts that retried the same deployment."}, []string{"deployment"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_fallbacks_total",
+			Help: "Calls served by other than the alias's first deployment."}, []string{"alias"}),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "belay_breaker_state",
+			Help: "Circuit breaker state per deployment: 0 closed, 1 half-open, 2 open."}, []string{"deployment"}),
+		spend: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_spend_usd_total",
+			Help: "Money charged for model calls, in USD."}, []string{"tenant"}),
+		stops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_stops_total",
+			Help: "Calls belay refused or stopped, by reason (max_turns_exceeded, budget_exceeded, ...)."}, []string{"reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_request_duration_seconds",
+			Help: "Time from request to the end of the response.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}, []string{"dialect", "stream"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_time_to_first_token_seconds",
+			Help: "Time from request to the first model output relayed to a streaming client.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 10)}, []string{"dialect"}),
+	}
+	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.fallbacks, m.breaker, m.spend, m.stops, m.latency, m.ttft,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func (m *metrics) breakerState(deployment string, s breaker.State) {
+	v := 0.0
+	switch s {
+	case breaker.HalfOpen:
+		v = 1
+	case breaker.Open:
+		v = 2
+	}
+	m.breaker.WithLabelValues(deployment).Set(v)
+}
+
+// observe records one finished call.
+func (m *metrics) observe(c *call, status int, err error) {
+	d := string(c.f.dialect())
+	m.requests.WithLabelValues(d, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(d, strconv.FormatBool(c.req != nil && c.req.stream)).Observe(time.Since(c.start).Seconds())
+	if c.ttft > 0 {
+		m.ttft.WithLabelValues(d).Observe(c.ttft.Seconds())
+	}
+	if fe := failure.As(err); fe != nil && (fe.Kind == failure.Fatal || fe.NoRetry && fe.Deployment == "") {
+		m.stops.WithLabelValues(string(fe.Reason)).Inc()
+	}
+}
+
+// observeRoute records the attempts of one routed call.
+func (m *metrics) observeRoute(alias string, res *route.Result) {
+	prev := ""
+	for _, a := range res.Attempts() {
+		reason := "ok"
+		if a.Failure != nil {
+			reason = string(a.Failure.Reason)
+		}
+		m.attempts.WithLabelValues(a.Deployment, reason).Inc()
+		if a.Deployment == prev {
+			m.retries.WithLabelValues(a.Deployment).Inc()
+		}
+		prev = a.Deployment
+	}
+	if res.Degraded {
+		m.fallbacks.WithLabelValues(alias).Inc()
+	}
+}
+
+func (m *metrics) addSpend(tenant string, cost budget.USD) {
+	if cost > 0 {
+		m.spend.WithLabelValues(tenant).Add(cost.Float())
+	}
+}

@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/failure"
+)
+
+// openAIFront serves POST /v1/chat/completions.
+type openAIFront struct{}
+
+func (openAIFront) dialect() failure.Dialect { return failure.DialectOpenAI }
+
+func (openAIFront) parse(body []byte) (*request, error) {
+	r, err := openai.ParseRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimatePromptTokens(r), body: body}
+	if n, ok := openai.MaxOutputTokens(r); ok {
+		out.maxOutput = n
+	}
+	if r.Stream && !r.IncludeUsage() {
+		// Ask upstream for the usage chunk so the call is charged from
+		// real counts; the chunk is stripped from the client's stream.
+		opts := map[string]any{"include_usage": true}
+		if r.StreamOptions != nil {
+			var raw map[string]any
+			var top struct {
+				StreamOptions json.RawMessage `json:"stream_options"`
+			}
+			if json.Unmarshal(body, &top) == nil && json.Unmarshal(top.StreamOptions, &raw) == nil {
+				for k, v := range raw {
+					if k != "include_usage" {
+						opts[k] = v
+					}
+				}
+			}
+		}
+		b, err := setMember(body, "stream_options", opts)
+		if err != nil {
+			return nil, dialect.DecodeError(err)
+		}
+		out.body, out.addedUsage = b, true
+	}
+	return out, nil
+}
+
+func (openAIFront) writeFailure(w http.ResponseWriter, e *failure.Error) { openai.WriteFailure(w, e) }
+
+func (openAIFront) errorEvent(e *failure.Error) []byte {
+	s := openai.ErrorFor(e.Reason)
+	return openai.ErrorEvent(s.Type, s.Code, message(e))
+}
+
+func (openAIFront) newStream(r *request) streamFollower {
+	return &openAIStream{addedUsage: r.addedUsage, prompt: r.promptTokens}
+}
+
+func (openAIFront) usage(body []byte) (dialect.Usage, bool) {
+	var c openai.Completion
+	if json.Unmarshal(body, &c) != nil || c.Usage == nil {
+		return dialect.Usage{}, false
+	}
+	return c.Usage.Dialect(), true
+}
+
+// upstreamURL follows the OpenAI SDKs: the base URL includes /v1.
+func (openAIFront) upstreamURL(base string) string {
+	return strings.TrimRight(base, "/") + "/chat/completions"
+}
+
+func (openAIFront) setAuth(h http.Header, key string) {
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+}
+
+// openAIStream follows a Chat Completions stream.
+type openAIStream struct {
+	acc        openai.Accumulator
+	addedUsage bool
+	prompt     int64
+}
+
+func (s *openAIStream) add(_ string, data []byte) { _ = s.acc.Add(data) }
+
+// strip drops the usage-only chunk (empty choices, usage set) when the
+// client did not ask for it.
+func (s *openAIStream) strip(_ string, data []byte) bool {
+	if !s.addedUsage || !bytes.Contains(data, []byte(`"usage"`)) {
+		return false
+	}
+	var c struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   json.RawMessage   `json:"usage"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return false
+	}
+	return len(c.Choices) == 0 && len(c.Usage) > 0 && string(c.Usage) != "null"
+}
+
+func (s *openAIStream) usage() (dialect.Usage, bool) {
+	if u, ok := s.acc.Usage(); ok {
+		return u, false
+	}
+	return s.acc.Estimate(s.prompt), true
+}
+
+// message is the text of a failure as shown to a client.
+func message(e *failure.Error) string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return string(e.Reason)
+}

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"log/slog"
+	"strconv"
+
+	"github.com/belay-run/belay/dialect/anthropic"
+	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/route"
+)
+
+// refuse writes a failure belay decided before routing (bad key, malformed
+// body, unknown model, a run limit) in the client's dialect, with
+// x-should-retry: false, and returns the status written.
+func (c *call) refuse(fe *failure.Error) (int, error) {
+	c.w.Header().Set(HeaderShouldRetry, "false")
+	c.f.writeFailure(c.w, fe)
+	return statusOf(c.f, fe), fe
+}
+
+// refuseUpstream writes the failure belay gave up on after routing. It
+// also carries x-should-retry: false: belay already retried and fell back
+// as far as the policy allows, and a client retry on top would multiply
+// the load on a failing provider.
+func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
+	return c.refuse(fe)
+}
+
+func statusOf(f front, fe *failure.Error) int {
+	if f.dialect() == failure.DialectAnthropic {
+		return anthropic.ErrorFor(fe.Reason).Status
+	}
+	return openai.ErrorFor(fe.Reason).Status
+}
+
+// setRouteHeaders sets x-belay-attempts, x-belay-deployment and
+// x-belay-degraded from the router's result.
+func (c *call) setRouteHeaders(res *route.Result) {
+	h := c.w.Header()
+	atts := res.Attempts()
+	h.Set(HeaderAttempts, strconv.Itoa(len(atts)))
+	dep := ""
+	if res.Deployment != nil {
+		dep = res.Deployment.Name
+	} else if len(atts) > 0 {
+		dep = atts[len(atts)-1].Deployment
+	}
+	if dep != "" {
+		h.Set(HeaderDeployment, dep)
+	}
+	h.Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
+}
+
+// progressHeaders sets the x-belay-* headers of a stream at commit, from
+// the attempts made so far.
+func (c *call) progressHeaders(dep string) {
+	h := c.w.Header()
+	h.Set(HeaderAttempts, strconv.Itoa(c.attempts))
+	h.Set(HeaderDeployment, dep)
+	h.Set(HeaderDegraded, strconv.FormatBool(dep != c.firstDep))
+}
+
+// upstreamHeaders are the response headers copied from the provider.
+var upstreamHeaders = []string{"Content-Type", "X-Request-Id", "Request-Id", "Openai-Processing-Ms", "Openai-Version"}
+
+// writeAnswer writes the non-streamed upstream answer.
+func (c *call) writeAnswer() (int, error) {
+	a := c.answer
+	h := c.w.Header()
+	for _, k := range upstreamHeaders {
+		if v := a.header.Values(k); len(v) > 0 {
+			h[k] = v
+		}
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(a.body)))
+	c.w.WriteHeader(a.status)
+	_, _ = c.w.Write(a.body)
+	return a.status, nil
+}
+
+func levelFor(err error) slog.Level {
+	switch failure.KindOf(err) {
+	case failure.Fatal, failure.Permanent:
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
+func slogString(k, v string) slog.Attr { return slog.String(k, v) }
+func slogErr(err error) slog.Attr      { return slog.String("error", err.Error()) }

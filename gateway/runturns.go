@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/run"
+	"github.com/belay-run/belay/store"
+)
+
+// DefaultReserveOutputTokens is the output size reserved for a call that
+// sets no output limit (OpenAI max_tokens / max_completion_tokens unset):
+// the reservation needs a bound, and the settle charges the real usage.
+const DefaultReserveOutputTokens = 4096
+
+// RunTurns adapts a *run.Manager to Turns. pricing must be the table the
+// Manager prices with (nil: budget.DefaultPricing()); it gives the cost
+// returned by Settle for the x-belay-cost-usd header.
+//
+// A run is started on its first request (with the tenant and the
+// request's effective limits, which later requests of the run cannot
+// change) and resumed on the next ones. A run id that belongs to another
+// tenant is refused with permission_denied.
+func RunTurns(m *run.Manager, pricing *budget.Pricing) Turns {
+	if pricing == nil {
+		pricing = budget.DefaultPricing()
+	}
+	return &runTurns{m: m, pricing: pricing}
+}
+
+type runTurns struct {
+	m       *run.Manager
+	pricing *budget.Pricing
+}
+
+// Killer is implemented by a Turns that applies kill flags itself (at once
+// in this process, before the admin call returns). The admin API uses it
+// when present, and writes the store directly otherwise.
+type Killer interface {
+	Kill(ctx context.Context, target store.KillTarget, name, reason string) error
+	Unkill(ctx context.Context, target store.KillTarget, name string) error
+}
+
+func (t *runTurns) Kill(ctx context.Context, target store.KillTarget, name, reason string) error {
+	return t.m.Kill(ctx, target, name, reason)
+}
+
+func (t *runTurns) Unkill(ctx context.Context, target store.KillTarget, name string) error {
+	return t.m.Unkill(ctx, target, name)
+}
+
+func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
+	r, err := t.m.Get(ctx, a.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		r, err = t.m.Start(ctx, run.Spec{ID: a.RunID, Tenant: a.Tenant, Limits: storeLimits(a.Limits),
+			Labels: map[string]string{"source": "gateway"}})
+		if errors.Is(err, store.ErrConflict) { // started by a concurrent request
+			r, err = t.m.Get(ctx, a.RunID)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := r.Record()
+	if rec.Tenant != a.Tenant {
+		return nil, refusal(failure.PermissionDenied, "run "+a.RunID+" belongs to another tenant")
+	}
+	out := a.MaxOutputTokens
+	if out == 0 {
+		out = DefaultReserveOutputTokens
+	}
+	first := a.Chain[0]
+	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
+		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out})
+	if err != nil {
+		return nil, err
+	}
+	var deadline time.Time
+	if rec.Limits.Deadline > 0 {
+		deadline = rec.Started.Add(rec.Limits.Deadline)
+	}
+	return &runTurn{t: t, adm: adm, deadline: deadline}, nil
+}
+
+type runTurn struct {
+	t        *runTurns
+	adm      *run.Admitted
+	deadline time.Time
+}
+
+func (t *runTurn) Context() context.Context { return t.adm.Context() }
+func (t *runTurn) Deadline() time.Time      { return t.deadline }
+
+func (t *runTurn) Settle(ctx context.Context, o Outcome) (budget.USD, error) {
+	atts := o.Result.Attempts()
+	if len(o.Charges) == 0 && len(atts) == 0 {
+		return 0, t.adm.Fail(ctx, o.Err)
+	}
+	out := run.Outcome{Degraded: o.Result.Degraded, Err: o.Err}
+	for _, a := range atts {
+		out.Attempts = append(out.Attempts, run.AttemptRecord{Deployment: a.Deployment, Start: a.Start,
+			Duration: a.Duration, Wait: a.Wait, Failure: a.Failure})
+	}
+	var u budget.Usage
+	for _, c := range o.Charges {
+		u = u.Add(budgetUsage(c.Usage))
+		out.Provider, out.Model, out.Deployment = c.Deployment.Provider, c.Deployment.Model, c.Deployment.Name
+		out.Estimated = out.Estimated || c.Estimated
+	}
+	if d := o.Result.Deployment; d != nil {
+		out.Provider, out.Model, out.Deployment = d.Provider, d.Model, d.Name
+	}
+	err := t.adm.Settle(ctx, u, out)
+	var cost budget.USD
+	if out.Model != "" {
+		cost, _ = t.t.pricing.Cost(out.Provider, out.Model, u)
+	}
+	return cost, err
+}
+
+// budgetUsage converts the dialect-neutral usage (non-overlapping fields)
+// to budget.Usage (totals that include their parts).
+func budgetUsage(u dialect.Usage) budget.Usage {
+	return budget.Usage{
+		InputTokens:       u.Prompt(),
+		OutputTokens:      u.Output,
+		CachedInputTokens: u.CachedInput,
+		CacheWriteTokens:  u.CacheWrite,
+		ReasoningTokens:   u.Reasoning,
+	}
+}
+
+func storeLimits(l config.Limits) store.Limits {
+	return store.Limits{MaxTurns: l.MaxTurns, Deadline: l.Deadline.D(), MaxTokens: l.MaxTokens, MaxCost: l.MaxCostUSD.V()}
+}

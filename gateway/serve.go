@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/run"
+	"github.com/belay-run/belay/sim"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
+	"github.com/belay-run/belay/store/open"
+	"github.com/belay-run/belay/trace"
+)
+
+// Stack is a gateway Server with everything it runs on: the store, the run
+// manager, the trace recorder and, when a deployment uses "sim://", the
+// built-in simulator.
+type Stack struct {
+	Server   *Server
+	Store    store.Store
+	Runs     *run.Manager
+	Recorder *trace.Recorder
+	// Sim is the built-in simulator; nil when no deployment uses it.
+	Sim *sim.Server
+
+	closeStore bool
+	exporter   *trace.Recorder
+}
+
+// Options adjust Build. The zero value opens the store named by the config.
+type Options struct {
+	// Store, when set, is used instead of opening cfg.Store; Close leaves
+	// it open.
+	Store store.Store
+	// Upstream carries requests to real providers (see Deps.Upstream).
+	Upstream http.RoundTripper
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Approver decides approvals of irreversible tools for runs of this
+	// gateway's manager; nil denies them (default deny).
+	Approver run.Approver
+}
+
+// Build opens the store, starts the run manager and the trace recorder
+// (with OTLP export when configured), builds the simulator for sim://
+// deployments, and returns the gateway over them. Close the Stack when
+// done.
+func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
+	st := &Stack{Store: o.Store}
+	if st.Store == nil {
+		s, err := OpenStore(ctx, cfg.Store)
+		if err != nil {
+			return nil, err
+		}
+		st.Store, st.closeStore = s, true
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = st.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	pricing, err := pricingFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ropts := trace.RecorderOptions{Payload: trace.PayloadPolicy{Capture: trace.Capture(cfg.Capture)}, Logger: o.Logger}
+	if cfg.Capture == config.CaptureRedacted && len(cfg.Redact) > 0 {
+		red, err := trace.NewRedactor(cfg.Redact)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: redact: %w", err)
+		}
+		ropts.Payload.Redactor = red
+	}
+	if cfg.OTLP.Endpoint != "" {
+		exp, err := trace.NewExporter(ctx, trace.OTLPConfig{Endpoint: cfg.OTLP.Endpoint})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: otlp: %w", err)
+		}
+		st.exporter = trace.NewRecorder(exp, trace.RecorderOptions{DropWhenFull: true, Logger: o.Logger})
+		ropts.Fanout = []trace.Sink{st.exporter}
+	}
+	st.Recorder = trace.NewRecorder(st.Store, ropts)
+	st.Runs, err = run.NewManager(run.Config{
+		Store: st.Store, Pricing: pricing, Sink: st.Recorder,
+		Policy:       run.Policy{Irreversible: cfg.Tools.Irreversible},
+		Approver:     o.Approver,
+		TenantBudget: tenantBudgets(cfg),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	deps := Deps{Runs: RunTurns(st.Runs, pricing), Store: st.Store, Upstream: o.Upstream, Logger: o.Logger}
+	if usesSim(cfg) {
+		p, err := sim.ParseProfile(cfg.Sim.Profile)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: sim.profile: %w", err)
+		}
+		var script *sim.Script
+		if cfg.Sim.Script != "" {
+			b, err := os.ReadFile(cfg.Sim.Script)
+			if err != nil {
+				return nil, fmt.Errorf("gateway: sim.script: %w", err)
+			}
+			if script, err = sim.ParseScript(b); err != nil {
+				return nil, fmt.Errorf("gateway: sim.script %s: %w", cfg.Sim.Script, err)
+			}
+		}
+		st.Sim = sim.New(sim.Config{Profile: p, Seed: uint64(cfg.Sim.Seed), Script: script})
+		deps.Sim = st.Sim
+	}
+	if st.Server, err = New(cfg, deps); err != nil {
+		return nil, err
+	}
+	ok = true
+	return st, nil
+}
+
+// Close stops the run manager, flushes the traces and closes the store
+// (unless it was given in Options).
+func (st *Stack) Close(ctx context.Context) error {
+	var errs []error
+	if st.Runs != nil {
+		errs = append(errs, st.Runs.Close())
+	}
+	if st.Recorder != nil {
+		errs = append(errs, st.Recorder.Close(ctx))
+	}
+	if st.exporter != nil {
+		errs = append(errs, st.exporter.Close(ctx))
+	}
+	if st.closeStore && st.Store != nil {
+		errs = append(errs, st.Store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Serve builds the whole gateway for cfg (Build) and serves on cfg.Listen
+// until ctx ends; then it shuts down and closes everything. This is what
+// `belay serve` runs.
+func Serve(ctx context.Context, cfg *config.Config) error {
+	st, err := Build(ctx, cfg, Options{})
+	if err != nil {
+		return err
+	}
+	serr := st.Server.ListenAndServe(ctx)
+	cerr := st.Close(context.WithoutCancel(ctx))
+	return errors.Join(serr, cerr)
+}
+
+// OpenStore opens the store named by url: sqlite://PATH (relative to the
+// working directory; the parent directory is created), postgres://URL, or
+// memory:// (an in-memory store, for tests and demos). See store/open.
+func OpenStore(ctx context.Context, url string) (store.Store, error) {
+	scheme, rest, _ := strings.Cut(url, "://")
+	switch scheme {
+	case "memory":
+		return memstore.New(), nil
+	case "sqlite":
+		if rest == "" {
+			return nil, fmt.Errorf("gateway: store %q names no file", url)
+		}
+		if dir := filepath.Dir(rest); dir != "." {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("gateway: store: %w", err)
+			}
+		}
+	}
+	s, err := open.Open(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return s, nil
+}
+
+func usesSim(cfg *config.Config) bool {
+	for _, m := range cfg.Models {
+		for _, d := range m.Deployments {
+			if d.IsSim() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func pricingFor(cfg *config.Config) (*budget.Pricing, error) {
+	if len(cfg.Pricing) == 0 {
+		return budget.DefaultPricing(), nil
+	}
+	over := map[string]budget.Price{}
+	for m, p := range cfg.Pricing {
+		over[m] = budget.Price{Input: p.Input.V(), Output: p.Output.V(), CachedInput: p.CachedInput.V(), CacheWrite: p.CacheWrite.V()}
+	}
+	p, err := budget.NewPricing(budget.PricingOptions{Overrides: over})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: pricing: %w", err)
+	}
+	return p, nil
+}
+
+func tenantBudgets(cfg *config.Config) func(string) (run.TenantBudget, bool) {
+	m := map[string]run.TenantBudget{}
+	for _, t := range cfg.Tenants {
+		m[t.Name] = run.TenantBudget{Limit: t.Budget.USD.V(), Period: budget.Period(t.Budget.Period), AlertAt: t.Budget.AlertAt}
+	}
+	return func(name string) (run.TenantBudget, bool) {
+		tb, ok := m[name]
+		return tb, ok
+	}
+}

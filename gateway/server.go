@@ -1,0 +1,226 @@
+// Package gateway is belay's HTTP front: an OpenAI-compatible
+// (POST /v1/chat/completions) and Anthropic-compatible (POST /v1/messages)
+// endpoint that puts every model call on belay's request path —
+// identify → admit → route → relay → settle → record → respond — plus
+// GET /v1/models, /healthz, /readyz, /metrics and the admin API.
+//
+// A client changes only its base URL: belay adds retries, fallback across
+// deployments that speak the client's dialect, circuit breakers, run
+// limits (turns, deadline, money), the kill switch and traces. Errors belay
+// decides itself come back in the client's dialect with
+// x-should-retry: false, so the official SDKs do not retry them again.
+//
+// The same Handler serves in-process Go clients through package transport,
+// so gateway and library share one request path.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/belay-run/belay/breaker"
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/route"
+	"github.com/belay-run/belay/store"
+)
+
+// Deps are the parts a Server is built over. Runs is required; the others
+// have defaults.
+type Deps struct {
+	// Runs is the run layer: identity, admission, settlement, records.
+	Runs Turns
+	// Store backs /readyz and the admin API. Nil: /readyz reports ready
+	// and the admin API answers 503.
+	Store store.Store
+	// Router routes calls. Nil: built from the config (Router(cfg)), with
+	// breaker transitions reported to the metrics.
+	Router *route.Router
+	// Upstream carries requests to real providers. Nil: an http.Transport
+	// with the config's connect timeout.
+	Upstream http.RoundTripper
+	// Sim serves deployments whose base_url is "sim://". Nil: such
+	// deployments fail with a connection error.
+	Sim http.Handler
+	// Logger receives one line per failed call. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the gateway. It is safe for concurrent use.
+type Server struct {
+	cfg     *config.Config
+	runs    Turns
+	store   store.Store
+	router  *route.Router
+	client  *http.Client
+	log     *slog.Logger
+	metrics *metrics
+	tenants tenants
+	models  []modelInfo
+	handler http.Handler
+	// aliases maps (dialect, alias) to the route alias serving it.
+	aliases map[aliasKey]string
+}
+
+type aliasKey struct {
+	dialect failure.Dialect
+	alias   string
+}
+
+type modelInfo struct {
+	alias    string
+	dialects []string
+}
+
+// simHost is the host of the in-process simulator's base URLs.
+const simHost = "sim.belay.internal"
+
+// New builds a Server from cfg (already validated by config.Load or
+// config.Default) and deps. It returns an error when deps.Runs is nil or
+// the routes cannot be built.
+func New(cfg *config.Config, deps Deps) (*Server, error) {
+	if deps.Runs == nil {
+		return nil, errors.New("gateway: Deps.Runs is required")
+	}
+	s := &Server{cfg: cfg, runs: deps.Runs, store: deps.Store, log: deps.Logger, metrics: newMetrics()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.tenants = newTenants(cfg)
+	rcfg, aliases, models, err := routeConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.aliases, s.models = aliases, models
+	s.router = deps.Router
+	if s.router == nil {
+		rcfg.OnBreakerChange = func(name string, _, to breaker.State) { s.metrics.breakerState(name, to) }
+		if s.router, err = route.New(rcfg); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
+	for _, d := range rcfg.Deployments {
+		s.metrics.breakerState(d.Name, breaker.Closed)
+	}
+	up := deps.Upstream
+	if up == nil {
+		up = defaultUpstream(cfg.Timeouts)
+	}
+	s.client = &http.Client{Transport: &upstreamMux{real: up, sim: deps.Sim}}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the gateway's http.Handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Router returns the router the gateway uses (for breakers and tests).
+func (s *Server) Router() *route.Router { return s.router }
+
+// ListenAndServe serves on cfg.Listen until ctx ends, then shuts down,
+// giving in-flight requests up to 10s to finish. The http.Server has
+// ReadHeaderTimeout = timeouts.header_read (a client that sends its headers
+// slowly cannot hold a connection) and IdleTimeout = timeouts.client_idle.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is ListenAndServe on an existing listener, which it closes.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := s.HTTPServer()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	return err
+}
+
+// HTTPServer returns an *http.Server for the Handler with the config's
+// client-side timeouts; no write timeout, since streams last as long as
+// the model writes.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Addr:              s.cfg.Listen,
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.cfg.Timeouts.HeaderRead.D(),
+		IdleTimeout:       s.cfg.Timeouts.ClientIdle.D(),
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// routeConfig builds the router's configuration: every distinct
+// deployment once, and one route alias per (model alias, dialect) holding
+// the alias's deployments of that dialect in order, so a fallback never
+// crosses dialects.
+func routeConfig(cfg *config.Config) (route.Config, map[aliasKey]string, []modelInfo, error) {
+	rc := route.Config{Breaker: breakerSettings(cfg.Breaker), RetryBudget: retryBudget(cfg.Retry)}
+	p, err := cfg.Retry.Policy()
+	if err != nil {
+		return rc, nil, nil, err
+	}
+	rc.Retry = p
+	seen := map[string]bool{}
+	aliases := map[aliasKey]string{}
+	var models []modelInfo
+	for _, m := range cfg.Models {
+		byDialect := map[string][]string{}
+		var order []string
+		for _, d := range m.Deployments {
+			if !seen[d.Name] {
+				seen[d.Name] = true
+				rc.Deployments = append(rc.Deployments, deployment(d))
+			}
+			if byDialect[d.Provider] == nil {
+				order = append(order, d.Provider)
+			}
+			byDialect[d.Provider] = append(byDialect[d.Provider], d.Name)
+		}
+		for _, dl := range order {
+			name := dl + ":" + m.Alias
+			rc.Aliases = append(rc.Aliases, route.Alias{Name: name, Deployments: byDialect[dl]})
+			aliases[aliasKey{failure.Dialect(dl), m.Alias}] = name
+		}
+		models = append(models, modelInfo{alias: m.Alias, dialects: order})
+	}
+	return rc, aliases, models, nil
+}
+
+func deployment(d config.Deployment) route.Deployment {
+	base := d.BaseURL
+	if d.IsSim() {
+		base = "http://" + simHost + "/d/" + url.PathEscape(d.Name)
+		if d.Provider == config.ProviderOpenAI {
+			base += "/v1"
+		}
+	}
+	return route.Deployment{Name: d.Name, Provider: d.Provider, Model: d.Model, BaseURL: base, APIKey: d.APIKey.Value, Dialect: d.Provider}
+}
+
+func breakerSettings(b config.Breaker) breaker.Settings {
+	return breaker.Settings{
+		ConsecutiveFailures: b.ConsecutiveFailures,
+		FailureRate:         b.FailureRate,
+		MinRequests:         b.MinRequests,
+		Window:              b.Window.D(),
+		OpenFor:             b.OpenFor.D(),
+	}
+}

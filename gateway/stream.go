@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/belay-run/belay/dialect/sse"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/route"
+)
+
+var errNotStream = errors.New("upstream answered a stream request without an event stream")
+
+// attemptStream is the streaming attempt on deployment d.
+//
+// It holds the stream's first events (message_start, role chunks, pings)
+// until model output starts, so that a failure before that — an HTTP
+// error, an early error event, a cut, the first-token timeout — is
+// returned to the router and can be retried or fall back invisibly. At the
+// first output (or the terminator of an empty answer) it commits: writes
+// the header and the held events, then relays each event as it arrives,
+// flushed. After the commit a failure (an error event, a cut before the
+// terminator, the idle timeout) ends the client's stream with an error
+// event in the client's dialect — never a silent clean end — and is
+// returned with OutputStarted set, so the router stops. A partial or
+// canceled stream is charged from its usage events, or estimated.
+func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deployment) error {
+	resp, err := c.send(ctx, wd, d)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dl := frontFor(d.Dialect).dialect()
+	fe, _, rerr := failure.ClassifyHTTP(dl, resp)
+	switch {
+	case fe != nil:
+		return fe
+	case rerr != nil:
+		return attemptError(ctx, rerr)
+	case !strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream"):
+		return failure.Wrap(failure.ServerError, errNotStream)
+	}
+
+	t := c.s.cfg.Timeouts
+	wd.arm(t.FirstToken.D(), errFirstToken)
+	watch := failure.NewStreamWatcher(dl)
+	fol := c.f.newStream(c.req)
+	rd := failure.NewSSEReader(resp.Body)
+	var held [][]byte
+	for {
+		ev, err := rd.Next()
+		if err == nil && ev.Partial {
+			err = io.ErrUnexpectedEOF // a cut event is never relayed
+		}
+		if err != nil {
+			return c.endStream(ctx, d, watch, fol, err)
+		}
+		if c.committed {
+			wd.arm(t.Idle.D(), errIdle)
+		}
+		o := watch.ObserveEvent(ev)
+		if ev.Data != nil {
+			fol.add(ev.Event, ev.Data)
+		}
+		if o.Err != nil {
+			if !c.committed {
+				return o.Err
+			}
+			_ = c.relay(ev.Raw) // the provider's error event is in the client's dialect
+			c.chargeStream(d, fol)
+			return afterCommit(o.Err)
+		}
+		if ev.Data == nil && !c.committed {
+			continue // a keep-alive comment before output: nothing to hold
+		}
+		if fol.strip(ev.Event, ev.Data) {
+			continue
+		}
+		if !c.committed {
+			held = append(held, ev.Raw)
+			if !o.Output && !o.Terminator {
+				continue
+			}
+			c.commit(d, resp.Header, o.Output)
+			wd.arm(t.Idle.D(), errIdle)
+			for _, raw := range held {
+				if err = c.relay(raw); err != nil {
+					break
+				}
+			}
+			held = nil
+		} else {
+			err = c.relay(ev.Raw)
+		}
+		if err != nil { // the client went away
+			c.chargeStream(d, fol)
+			return afterCommit(failure.Wrap(failure.Canceled, err))
+		}
+		if o.Terminator {
+			c.chargeStream(d, fol)
+			return nil
+		}
+	}
+}
+
+// endStream handles the end of an upstream stream before its terminator:
+// read error, cut, timeout or cancellation.
+func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failure.StreamWatcher, fol streamFollower, readErr error) error {
+	var fe *failure.Error
+	switch {
+	case c.r.Context().Err() != nil:
+		fe = failure.Wrap(failure.Canceled, context.Cause(c.r.Context()))
+	case timeoutCause(ctx) != nil:
+		fe = failure.Wrap(failure.Timeout, timeoutCause(ctx))
+	case failure.As(context.Cause(ctx)) != nil: // the run was killed or stopped
+		fe = failure.As(context.Cause(ctx))
+	default:
+		fe = watch.End(readErr)
+		if fe == nil { // the terminator was seen (cannot happen: we stop there)
+			return nil
+		}
+	}
+	if !c.committed {
+		return fe
+	}
+	c.chargeStream(d, fol)
+	fe = afterCommit(fe)
+	if fe.Reason != failure.Canceled {
+		_ = c.relay(c.f.errorEvent(fe))
+	}
+	return fe
+}
+
+// afterCommit marks a failure that happened after output reached the
+// client: OutputStarted, and a kind the router cannot answer with another
+// attempt. Transient failures keep their kind (the router stops on
+// OutputStarted and the breaker still counts them); degraded and permanent
+// ones become fatal, so no fallback chain is started behind a committed
+// response.
+func afterCommit(fe *failure.Error) *failure.Error {
+	cp := *fe
+	cp.OutputStarted = true
+	if cp.Kind == failure.Degraded || cp.Kind == failure.Permanent {
+		cp.Kind = failure.Fatal
+	}
+	return &cp
+}
+
+// commit writes the stream's response header.
+func (c *call) commit(d *route.Deployment, up http.Header, output bool) {
+	h := c.w.Header()
+	sse.SetHeaders(h)
+	for _, k := range []string{"X-Request-Id", "Request-Id"} {
+		if v := up.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	c.progressHeaders(d.Name)
+	h.Set("Trailer", HeaderCostUSD)
+	c.w.WriteHeader(http.StatusOK)
+	c.committed = true
+	if output {
+		c.ttft = time.Since(c.start)
+	}
+}
+
+// relay writes raw to the client and flushes it.
+func (c *call) relay(raw []byte) error {
+	if _, err := c.w.Write(raw); err != nil {
+		return err
+	}
+	return sse.Flush(c.w)
+}
+
+// chargeStream records the usage of a stream attempt: reported, or
+// estimated from the output characters.
+func (c *call) chargeStream(d *route.Deployment, fol streamFollower) {
+	u, estimated := fol.usage()
+	c.charge(d, u, estimated)
+}

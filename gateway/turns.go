@@ -1,0 +1,84 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/route"
+)
+
+// Turns is the run layer as the gateway uses it: admit one model call (a
+// turn) of a run, then settle it. Implementations must be safe for
+// concurrent use. RunTurns adapts a run.Manager.
+type Turns interface {
+	// Admit identifies the run (creating it on its first turn), checks the
+	// kill switch, the turns left, the deadline and the money left, and
+	// reserves the estimated cost of the call. A refusal is a Fatal
+	// *failure.Error (budget_exceeded, max_turns_exceeded,
+	// deadline_exceeded, killed).
+	Admit(ctx context.Context, a Admission) (Turn, error)
+}
+
+// Admission describes one model call about to be made.
+type Admission struct {
+	// RunID names the run; the gateway makes a new one when the client
+	// sent no X-Belay-Run-Id.
+	RunID string
+	// Tenant is the tenant's name ("default" for an open gateway).
+	Tenant string
+	// TenantBudget is the tenant's budget (zero USD: unlimited).
+	TenantBudget config.TenantBudget
+	// Limits are the run's effective limits: the tenant's, lowered by the
+	// request's X-Belay-* headers.
+	Limits config.Limits
+	// Alias is the model alias the client named; Dialect the client's.
+	Alias   string
+	Dialect string
+	// Chain is the alias's deployments in the client's dialect, in order;
+	// the reservation is priced on the most expensive of them.
+	Chain []route.Deployment
+	// PromptTokens is the estimated prompt size; MaxOutputTokens the
+	// request's output limit (0 when unset).
+	PromptTokens    int64
+	MaxOutputTokens int64
+	Stream          bool
+}
+
+// Turn is one admitted model call.
+type Turn interface {
+	// Context is the call's context: derived from the one given to Admit,
+	// and done also when the run is killed or stopped.
+	Context() context.Context
+	// Deadline is when the run must end; zero when it has no deadline.
+	Deadline() time.Time
+	// Settle charges what the call used, releases the rest of the
+	// reservation, records the step and its attempts, and returns the cost
+	// charged. It must be called exactly once, also when the call failed.
+	Settle(ctx context.Context, o Outcome) (budget.USD, error)
+}
+
+// Outcome is what one model call did.
+type Outcome struct {
+	// Charges are the usages to charge, one per attempt that used tokens
+	// (the one that served, and any that failed after output started).
+	Charges []Charge
+	// Result is the router's record of the attempts.
+	Result route.Result
+	// Err is the final failure; nil when the call succeeded.
+	Err error
+	// TimeToFirstToken is the stream's time to first output (0 when not
+	// a stream or no output).
+	TimeToFirstToken time.Duration
+}
+
+// Charge is one attempt's usage on one deployment.
+type Charge struct {
+	Deployment route.Deployment
+	Usage      dialect.Usage
+	// Estimated is true when the usage was estimated from output
+	// characters (a cut or canceled stream that reported no usage).
+	Estimated bool
+}

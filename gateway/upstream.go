@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/retry"
+	"github.com/belay-run/belay/route"
+	"github.com/belay-run/belay/transport/inproc"
+)
+
+// upstreamMux sends requests for simHost to the in-process simulator and
+// everything else to the real transport.
+type upstreamMux struct {
+	real http.RoundTripper
+	sim  http.Handler
+}
+
+var errNoSim = errors.New("gateway: no simulator configured for sim:// deployments")
+
+func (m *upstreamMux) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host != simHost {
+		return m.real.RoundTrip(r)
+	}
+	if m.sim == nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, &net.OpError{Op: "dial", Net: "inproc", Err: errNoSim}
+	}
+	return inproc.RoundTripper(m.sim).RoundTrip(r)
+}
+
+// defaultUpstream is the transport to real providers: proxy from the
+// environment, connect (dial + TLS) bounded by timeouts.connect, HTTP/2
+// when offered.
+func defaultUpstream(t config.Timeouts) http.RoundTripper {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: t.Connect.D(), KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   t.Connect.D(),
+		ForceAttemptHTTP2:     true,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+func retryBudget(r config.Retry) retry.BudgetSettings {
+	return retry.BudgetSettings{Ratio: r.BudgetRatio}
+}
+
+// forwardHeaders are the client headers passed upstream; credentials are
+// never forwarded (the deployment's own are set instead).
+var forwardHeaders = []string{"Anthropic-Version", "Anthropic-Beta", "Openai-Beta", "Idempotency-Key"}
+
+// send makes the upstream request for deployment d and returns the
+// response once its headers arrived (bounded by timeouts.first_byte, which
+// wd enforces). The caller closes the body.
+func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment) (*http.Response, error) {
+	body, err := dialect.RewriteModel(c.req.body, d.Model)
+	if err != nil {
+		return nil, failure.Wrap(failure.InvalidRequest, err)
+	}
+	f := frontFor(d.Dialect)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, f.upstreamURL(d.BaseURL), bytes.NewReader(body))
+	if err != nil {
+		return nil, failure.Wrap(failure.InvalidRequest, err)
+	}
+	for _, k := range forwardHeaders {
+		if v := c.r.Header.Values(k); len(v) > 0 {
+			hr.Header[k] = v
+		}
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if c.req.stream {
+		hr.Header.Set("Accept", "text/event-stream")
+	} else {
+		hr.Header.Set("Accept", "application/json")
+	}
+	hr.Header.Set("User-Agent", "belay")
+	if hr.URL.Host == simHost {
+		hr.Header.Set(HeaderRunID, c.runID) // the simulator's scripts follow runs
+	}
+	f.setAuth(hr.Header, d.APIKey)
+	wd.arm(c.s.cfg.Timeouts.FirstByte.D(), errFirstByte)
+	resp, err := c.s.client.Do(hr)
+	if err != nil {
+		return nil, attemptError(ctx, err)
+	}
+	return resp, nil
+}
+
+// attemptError classifies an error that ended an attempt, preferring the
+// watchdog's timeout cause and the client's cancellation.
+func attemptError(ctx context.Context, err error) *failure.Error {
+	if cause := timeoutCause(ctx); cause != nil {
+		return failure.Wrap(failure.Timeout, cause)
+	}
+	return failure.ClassifyError(err)
+}
+
+// attemptOnce is the non-streaming attempt: send, classify, read the whole
+// body (each read bounded by timeouts.idle), and keep the answer for the
+// response. It returns a *failure.Error for any failure.
+func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deployment) error {
+	resp, err := c.send(ctx, wd, d)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	wd.arm(c.s.cfg.Timeouts.Idle.D(), errIdle)
+	fe, head, rerr := failure.ClassifyHTTP(frontFor(d.Dialect).dialect(), resp)
+	if fe != nil {
+		if rerr != nil && timeoutCause(ctx) != nil {
+			return attemptError(ctx, rerr)
+		}
+		return fe
+	}
+	if rerr != nil {
+		return attemptError(ctx, rerr)
+	}
+	rest, rerr := io.ReadAll(idleReader{resp.Body, wd, c.s.cfg.Timeouts.Idle.D()})
+	if rerr != nil {
+		return attemptError(ctx, rerr)
+	}
+	body := append(head, rest...)
+	if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
+		return fe
+	}
+	u, ok := c.f.usage(body)
+	if !ok {
+		u = dialect.Usage{Input: c.req.promptTokens, Output: dialect.EstimateTokens(int64(len(body)))}
+	}
+	c.charge(d, u, !ok)
+	c.answer = &answer{status: resp.StatusCode, header: resp.Header, body: body}
+	return nil
+}
+
+// idleReader re-arms the idle timer on every read that returns data.
+type idleReader struct {
+	r    io.Reader
+	wd   *watchdog
+	idle time.Duration
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.wd.arm(r.idle, errIdle)
+	}
+	return n, err
+}
+
+// answer is a complete upstream response kept for the client.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}

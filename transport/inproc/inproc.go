@@ -1,0 +1,206 @@
+// Package inproc serves HTTP requests through an http.Handler inside the
+// process, with streaming: the handler's writes reach the caller's
+// Response.Body as they happen (through an io.Pipe), and Flush is
+// supported, so server-sent events work as they do over a socket.
+//
+// belay uses it twice: package transport puts the gateway's handler under a
+// Go HTTP client (one request path for gateway and library), and the
+// gateway reaches the built-in simulator without a socket.
+package inproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// RoundTripper returns an http.RoundTripper that serves every request with
+// h in a new goroutine. It is safe for concurrent use.
+//
+// The response is returned as soon as the handler writes its header (by
+// WriteHeader, Write, Flush, or by returning). Closing the response body
+// before its end, or canceling the request's context, cancels the context
+// the handler sees and makes its further writes fail. Trailers the handler
+// declares (the "Trailer" header, or http.TrailerPrefix) are in
+// Response.Trailer once the body has been read to its end. A handler panic
+// ends the body with an error; http.ErrAbortHandler is not re-raised.
+func RoundTripper(h http.Handler) http.RoundTripper { return roundTripper{h} }
+
+type roundTripper struct{ h http.Handler }
+
+func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	sreq := req.Clone(ctx)
+	if sreq.Body == nil {
+		sreq.Body = http.NoBody
+	}
+	sreq.RemoteAddr = "inproc"
+	sreq.RequestURI = req.URL.RequestURI()
+	if sreq.Host == "" {
+		sreq.Host = req.URL.Host
+	}
+	sreq.Proto, sreq.ProtoMajor, sreq.ProtoMinor = "HTTP/1.1", 1, 1
+
+	pr, pw := io.Pipe()
+	w := &writer{header: http.Header{}, pw: pw, ready: make(chan struct{}), req: req}
+	go func() {
+		defer cancel(context.Canceled)
+		defer func() {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+		}()
+		defer func() {
+			if p := recover(); p != nil {
+				w.writeHeader(http.StatusInternalServerError)
+				if p == http.ErrAbortHandler {
+					pw.CloseWithError(fmt.Errorf("inproc: handler aborted: %w", io.ErrUnexpectedEOF))
+				} else {
+					pw.CloseWithError(fmt.Errorf("inproc: handler panic: %v: %w", p, io.ErrUnexpectedEOF))
+				}
+			}
+		}()
+		rt.h.ServeHTTP(w, sreq)
+		w.finish()
+		if err := context.Cause(ctx); err != nil {
+			pw.CloseWithError(err) // the caller gave up: not a clean end
+		} else {
+			pw.Close()
+		}
+	}()
+	// When the caller's context ends, the body ends with its error.
+	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(context.Cause(ctx)) })
+
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		stop()
+		err := context.Cause(ctx)
+		pr.CloseWithError(err)
+		return nil, err
+	}
+	resp := w.resp
+	resp.Body = &body{pr: pr, cancel: cancel, stop: stop}
+	resp.Request = req
+	return resp, nil
+}
+
+// writer is the handler's http.ResponseWriter.
+type writer struct {
+	header http.Header
+	pw     *io.PipeWriter
+	req    *http.Request
+
+	once  sync.Once
+	ready chan struct{}
+	resp  *http.Response // set once, before ready is closed
+
+	trailerKeys []string
+}
+
+func (w *writer) Header() http.Header { return w.header }
+
+func (w *writer) WriteHeader(status int) {
+	if status < 200 && status != http.StatusSwitchingProtocols {
+		return // informational responses are not relayed
+	}
+	w.writeHeader(status)
+}
+
+func (w *writer) writeHeader(status int) {
+	w.once.Do(func() {
+		h := w.header.Clone()
+		resp := &http.Response{
+			Status:        strconv.Itoa(status) + " " + http.StatusText(status),
+			StatusCode:    status,
+			Proto:         "HTTP/1.1",
+			ProtoMajor:    1,
+			ProtoMinor:    1,
+			Header:        h,
+			ContentLength: -1,
+		}
+		if cl := h.Get("Content-Length"); cl != "" {
+			if n, err := strconv.ParseInt(cl, 10, 64); err == nil {
+				resp.ContentLength = n
+			}
+		}
+		for _, v := range h.Values("Trailer") {
+			for k := range strings.SplitSeq(v, ",") {
+				if k = strings.TrimSpace(k); k != "" {
+					w.trailerKeys = append(w.trailerKeys, http.CanonicalHeaderKey(k))
+				}
+			}
+		}
+		if len(w.trailerKeys) > 0 {
+			resp.Trailer = http.Header{}
+		}
+		h.Del("Trailer")
+		w.resp = resp
+		close(w.ready)
+	})
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	w.writeHeader(http.StatusOK)
+	if w.req.Method == http.MethodHead {
+		return len(p), nil
+	}
+	return w.pw.Write(p)
+}
+
+// Flush sends the header if it was not sent; written bytes need no
+// flushing (the pipe hands them to the reader directly).
+func (w *writer) Flush() { w.writeHeader(http.StatusOK) }
+
+// FlushError is Flush for http.ResponseController.
+func (w *writer) FlushError() error { w.Flush(); return nil }
+
+// finish sends the header if the handler wrote nothing and copies
+// trailers into the response before the body ends.
+func (w *writer) finish() {
+	w.writeHeader(http.StatusOK)
+	for k, vs := range w.header {
+		switch {
+		case strings.HasPrefix(k, http.TrailerPrefix):
+			if w.resp.Trailer == nil {
+				w.resp.Trailer = http.Header{}
+			}
+			w.resp.Trailer[http.CanonicalHeaderKey(strings.TrimPrefix(k, http.TrailerPrefix))] = vs
+		case contains(w.trailerKeys, k):
+			w.resp.Trailer[k] = vs
+		}
+	}
+}
+
+func contains(s []string, k string) bool {
+	for _, x := range s {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// body is the caller's Response.Body.
+type body struct {
+	pr     *io.PipeReader
+	cancel context.CancelCauseFunc
+	stop   func() bool
+}
+
+// errBodyClosed is the cause the handler's context sees when the caller
+// closes the body early.
+var errBodyClosed = errors.New("inproc: response body closed by the client")
+
+func (b *body) Read(p []byte) (int, error) { return b.pr.Read(p) }
+
+func (b *body) Close() error {
+	b.stop()
+	b.cancel(errBodyClosed)
+	return b.pr.CloseWithError(errBodyClosed)
+}

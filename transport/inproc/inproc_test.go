@@ -1,0 +1,126 @@
+package inproc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestStreamsBeforeHandlerReturns(t *testing.T) {
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Cost")
+		w.Header().Set("X-Run", "r1")
+		w.WriteHeader(201)
+		io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, "second\n")
+		w.Header().Set("X-Cost", "0.5")
+	})
+	c := &http.Client{Transport: RoundTripper(h)}
+	resp, err := c.Get("http://belay.invalid/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 201 || resp.Header.Get("X-Run") != "r1" {
+		t.Fatalf("status %d header %v", resp.StatusCode, resp.Header)
+	}
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "first\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	close(release)
+	rest, err := io.ReadAll(br)
+	if err != nil || string(rest) != "second\n" {
+		t.Fatalf("rest %q, %v", rest, err)
+	}
+	if got := resp.Trailer.Get("X-Cost"); got != "0.5" {
+		t.Errorf("trailer X-Cost = %q, want 0.5", got)
+	}
+}
+
+func TestCloseCancelsHandler(t *testing.T) {
+	done := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		_, err := w.Write([]byte("late"))
+		done <- err
+	})
+	resp, err := (&http.Client{Transport: RoundTripper(h)}).Get("http://belay.invalid/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-done; !errors.Is(err, errBodyClosed) {
+		t.Errorf("handler write after close: %v, want errBodyClosed", err)
+	}
+}
+
+func TestContextCancelEndsBody(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "x")
+		<-r.Context().Done()
+	})
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://belay.invalid/", strings.NewReader("body"))
+	resp, err := RoundTripper(h).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, context.Canceled) {
+		t.Errorf("read after cancel: %v, want context.Canceled", err)
+	}
+}
+
+func TestPanicEndsBodyWithError(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "partial")
+		panic("boom")
+	})
+	resp, err := RoundTripper(h).RoundTrip(httpReq(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if string(b) != "partial" || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("body %q err %v", b, err)
+	}
+}
+
+func TestRequestBodyReachesHandler(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Length", "4")
+		io.WriteString(w, strings.ToUpper(string(b)))
+	})
+	req, _ := http.NewRequest("POST", "http://belay.invalid/", strings.NewReader("ping"))
+	resp, err := RoundTripper(h).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "PING" || resp.ContentLength != 4 || resp.StatusCode != 200 {
+		t.Errorf("got %q len %d status %d", b, resp.ContentLength, resp.StatusCode)
+	}
+}
+
+func httpReq(t *testing.T) *http.Request {
+	r, err := http.NewRequest("GET", "http://belay.invalid/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

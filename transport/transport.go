@@ -1,0 +1,120 @@
+// Package transport gives an in-process Go HTTP LLM client (openai-go,
+// anthropic-sdk-go, langchaingo, ...) belay's guards without a gateway
+// process: its http.RoundTripper serves each request through the gateway's
+// http.Handler inside the process, so the library and the gateway share
+// one request path (identify → admit → route → relay → settle → record →
+// respond) and behave the same, streams included.
+//
+//	stack, _ := gateway.Build(ctx, cfg, gateway.Options{})
+//	client := openai.NewClient(option.WithHTTPClient(&http.Client{
+//		Transport: transport.New(transport.Options{Handler: stack.Server.Handler(), RunID: "run-1"}),
+//	}))
+//
+// The request's host is ignored: the path selects the dialect
+// (/v1/chat/completions or /v1/messages), so the SDKs' default base URLs
+// work unchanged.
+package transport
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/transport/inproc"
+)
+
+// Options configure New.
+type Options struct {
+	// Handler is the gateway's handler (gateway.Server.Handler()).
+	// Required.
+	Handler http.Handler
+	// RunID, when set, is sent as X-Belay-Run-Id on every request that
+	// names no run itself (see WithRunID), so all the client's calls are
+	// turns of one run.
+	RunID string
+	// Key, when set, is sent as the belay virtual key (Authorization:
+	// Bearer) in place of whatever credential the client set; needed when
+	// the gateway has tenants and the client holds a provider key.
+	Key string
+}
+
+// ErrNoHandler is returned by every request of a transport built without
+// a Handler.
+var ErrNoHandler = errors.New("transport: Options.Handler is nil")
+
+// New returns an http.RoundTripper that serves requests through
+// o.Handler in-process, streaming (see package inproc). It is safe for
+// concurrent use.
+func New(o Options) http.RoundTripper {
+	t := &roundTripper{o: o}
+	if o.Handler != nil {
+		t.rt = inproc.RoundTripper(o.Handler)
+	}
+	return t
+}
+
+type roundTripper struct {
+	o  Options
+	rt http.RoundTripper
+}
+
+func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.rt == nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, ErrNoHandler
+	}
+	id, _ := r.Context().Value(runIDKey{}).(string)
+	if id == "" {
+		id = t.o.RunID
+	}
+	if (id != "" && r.Header.Get(gateway.HeaderRunID) == "") || t.o.Key != "" {
+		r = r.Clone(r.Context()) // a RoundTripper must not modify the caller's request
+		if id != "" && r.Header.Get(gateway.HeaderRunID) == "" {
+			r.Header.Set(gateway.HeaderRunID, id)
+		}
+		if t.o.Key != "" {
+			r.Header.Del("X-Api-Key")
+			r.Header.Set("Authorization", "Bearer "+t.o.Key)
+		}
+	}
+	return t.rt.RoundTrip(r)
+}
+
+type runIDKey struct{}
+
+// WithRunID returns a context whose requests through a transport of this
+// package belong to run id (it wins over Options.RunID; an explicit
+// X-Belay-Run-Id header wins over both).
+func WithRunID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, runIDKey{}, id)
+}
+
+// Transport is a RoundTripper over a whole gateway stack built by Open;
+// Close releases the stack.
+type Transport struct {
+	http.RoundTripper
+	Stack *gateway.Stack
+}
+
+// Open builds the gateway stack for cfg (config.Default() when nil: the
+// built-in simulator; its store is then in memory) and returns a
+// Transport over it. The caller closes it.
+func Open(ctx context.Context, cfg *config.Config, o Options) (*Transport, error) {
+	if cfg == nil {
+		cfg = config.Default()
+		cfg.Store = "memory://"
+	}
+	st, err := gateway.Build(ctx, cfg, gateway.Options{})
+	if err != nil {
+		return nil, err
+	}
+	o.Handler = st.Server.Handler()
+	return &Transport{RoundTripper: New(o), Stack: st}, nil
+}
+
+// Close closes the stack.
+func (t *Transport) Close(ctx context.Context) error { return t.Stack.Close(ctx) }

@@ -1,0 +1,86 @@
+package transport_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
+
+	"github.com/belay-run/belay/transport"
+)
+
+// The official clients, with only their HTTP client replaced, run through
+// the gateway's request path in-process: default base URLs, the built-in
+// simulator as upstream, one run across calls.
+func TestSDKsInProcess(t *testing.T) {
+	ctx := context.Background()
+	tr, err := transport.Open(ctx, nil, transport.Options{RunID: "lib-run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close(ctx)
+	hc := &http.Client{Transport: tr}
+
+	oc := openai.NewClient(ooption.WithHTTPClient(hc), ooption.WithAPIKey("unused"))
+	var resp *http.Response
+	res, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello belay")}}, ooption.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Choices[0].Message.Content, "hello belay") || resp.Header.Get("X-Belay-Run-Id") != "lib-run" ||
+		resp.Header.Get("X-Belay-Deployment") != "openai/gpt-4o-mini#0" {
+		t.Errorf("content %q headers %v", res.Choices[0].Message.Content, resp.Header)
+	}
+
+	s := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("stream please")}})
+	var acc openai.ChatCompletionAccumulator
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if err := s.Err(); err != nil || !strings.Contains(acc.Choices[0].Message.Content, "stream please") {
+		t.Fatalf("stream: %q %v", acc.Choices[0].Message.Content, err)
+	}
+
+	ac := anthropic.NewClient(aoption.WithHTTPClient(hc), aoption.WithAPIKey("unused"))
+	as := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi claude"))}})
+	var msg anthropic.Message
+	for as.Next() {
+		_ = msg.Accumulate(as.Current())
+	}
+	if err := as.Err(); err != nil || msg.StopReason != anthropic.StopReasonEndTurn {
+		t.Fatalf("anthropic stream: %+v %v", msg, err)
+	}
+
+	r, err := tr.Stack.Store.GetRun(ctx, "lib-run")
+	if err != nil || r.Turns < 2 {
+		t.Errorf("run %+v %v", r, err)
+	}
+
+	// A limit refusal is a typed error, not retried by the client.
+	_, err = oc.Chat.Completions.New(transport.WithRunID(ctx, "other-run"), openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}}, ooption.WithHeader("X-Belay-Max-Cost-Usd", "0.000000000001"))
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 402 {
+		t.Fatalf("budget refusal: %v", err)
+	}
+	if _, err := tr.Stack.Store.GetRun(ctx, "other-run"); err != nil {
+		t.Errorf("WithRunID run not created: %v", err)
+	}
+}
+
+func TestNoHandler(t *testing.T) {
+	c := &http.Client{Transport: transport.New(transport.Options{})}
+	_, err := c.Get("http://x/")
+	if !errors.Is(err, transport.ErrNoHandler) {
+		t.Errorf("err = %v", err)
+	}
+}
