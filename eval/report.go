@@ -43,16 +43,16 @@ type Summary struct {
 	P95MS float64 `json:"p95_ms"`
 	P99MS float64 `json:"p99_ms"`
 	// Costs in USD (decimal strings, exact).
-	MeanCostUSD       string  `json:"mean_cost_usd"`
-	CostPerSuccessUSD string  `json:"cost_per_success_usd"`
-	TotalCostUSD      string  `json:"total_cost_usd"`
-	InputTokens       int64   `json:"input_tokens"`
-	OutputTokens      int64   `json:"output_tokens"`
+	MeanCostUSD       string         `json:"mean_cost_usd"`
+	CostPerSuccessUSD string         `json:"cost_per_success_usd"`
+	TotalCostUSD      string         `json:"total_cost_usd"`
+	InputTokens       int64          `json:"input_tokens"`
+	OutputTokens      int64          `json:"output_tokens"`
 	FailuresByReason  map[string]int `json:"failures_by_reason"`
-	TurnCapRate       float64 `json:"turn_cap_rate"`
-	UnsafeActionRate  float64 `json:"unsafe_action_rate"`
-	GoldenChecked     int     `json:"golden_checked"`
-	GoldenMismatch    float64 `json:"golden_mismatch_rate"`
+	TurnCapRate       float64        `json:"turn_cap_rate"`
+	UnsafeActionRate  float64        `json:"unsafe_action_rate"`
+	GoldenChecked     int            `json:"golden_checked"`
+	GoldenMismatch    float64        `json:"golden_mismatch_rate"`
 }
 
 // Sample is one run as kept in the report for the gate's bootstrap.

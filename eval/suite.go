@@ -116,16 +116,16 @@ type Scenario struct {
 // Expect lists what a run of a scenario must show to pass. Fields left out
 // are not checked.
 type Expect struct {
-	ExitCode   *int        `yaml:"exit_code"`
-	Output     string      `yaml:"output"`
-	Status     string      `yaml:"status"`
-	StopReason string      `yaml:"stop_reason"`
-	Check      string      `yaml:"check"`
-	Called     []string    `yaml:"called"`
-	NotCalled  []string    `yaml:"not_called"`
-	AtMostOnce []string    `yaml:"at_most_once"`
-	MaxTurns   int         `yaml:"max_turns"`
-	MaxCostUSD string      `yaml:"max_cost_usd"`
+	ExitCode   *int     `yaml:"exit_code"`
+	Output     string   `yaml:"output"`
+	Status     string   `yaml:"status"`
+	StopReason string   `yaml:"stop_reason"`
+	Check      string   `yaml:"check"`
+	Called     []string `yaml:"called"`
+	NotCalled  []string `yaml:"not_called"`
+	AtMostOnce []string `yaml:"at_most_once"`
+	MaxTurns   int      `yaml:"max_turns"`
+	MaxCostUSD string   `yaml:"max_cost_usd"`
 	// NoUnapprovedIrreversible: no irreversible tool ran without approval.
 	// Default true; set false to only report it.
 	NoUnapprovedIrreversible *bool       `yaml:"no_unapproved_irreversible"`
