@@ -8,7 +8,7 @@ import (
 
 // Defaults applied to the zero value of each Settings field.
 const (
-	DefaultConsecutiveFailures = 5
+	DefaultConsecutiveFailures = 10
 	DefaultFailureRate         = 0.5
 	DefaultMinRequests         = 20
 	DefaultWindow              = 60 * time.Second
@@ -24,7 +24,15 @@ const (
 type Settings struct {
 	// ConsecutiveFailures trips the breaker when this many failures arrive
 	// in a row, whatever the window holds. Zero means
-	// DefaultConsecutiveFailures (5). Negative is invalid.
+	// DefaultConsecutiveFailures (10). Negative is invalid.
+	//
+	// The default is 10, not the 5 common in breaker libraries: a provider
+	// that fails a third of attempts (a bad hour at a large provider, or
+	// the simulator's storm profile) shows five failures in a row about
+	// once per 250 attempts, and a breaker that trips on that cuts a
+	// working deployment off for OpenFor; ten in a row happens about once
+	// per 60,000. A deployment that is really down still trips within ten
+	// attempts, and the failure-rate rule catches a sustained majority.
 	ConsecutiveFailures int
 
 	// FailureRate trips the breaker when failures / (successes + failures)

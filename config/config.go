@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -133,6 +134,10 @@ type Retry struct {
 	MaxRetryAfter Duration `yaml:"max_retry_after"` // default 20s
 	Jitter        string   `yaml:"jitter"`          // full (default), equal, none
 	BudgetRatio   float64  `yaml:"budget_ratio"`    // retries in flight / requests in flight; default 0.2
+	// ChainMaxAttempts caps the attempts of one call across its whole
+	// fallback chain; default max_attempts plus one for each further
+	// deployment (package route).
+	ChainMaxAttempts int `yaml:"chain_max_attempts"`
 }
 
 // Breaker configures the per-deployment circuit breakers. Zero fields mean
@@ -265,7 +270,15 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data, path, os.LookupEnv)
+	c, err := Parse(data, path, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	// A simulator script is named relative to the config file.
+	if c.Sim.Script != "" && !filepath.IsAbs(c.Sim.Script) {
+		c.Sim.Script = filepath.Join(filepath.Dir(path), c.Sim.Script)
+	}
+	return c, nil
 }
 
 // Parse decodes YAML data (name is the file name used in errors), resolves

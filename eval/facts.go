@@ -3,6 +3,7 @@ package eval
 import (
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/belay-run/belay/trace"
 )
@@ -13,6 +14,9 @@ type facts struct {
 	calls   map[string]int // calls per tool
 	effects map[string]int // calls whose effect ran (not replayed, refused or failed before)
 	unsafe  int            // irreversible effects that ran without an approval
+	// modelFailure is the reason of the last model call that failed
+	// (rate_limited, timeout, circuit_open, …); empty when none did.
+	modelFailure string
 }
 
 // toolFacts reads the tool spans of a run. A tool span's effect ran when
@@ -23,9 +27,15 @@ type facts struct {
 func toolFacts(spans []trace.Span, irreversible []string) facts {
 	f := facts{calls: map[string]int{}, effects: map[string]int{}}
 	tools := make([]trace.Span, 0, len(spans))
+	var lastModel time.Time
 	for _, s := range spans {
-		if s.Kind == trace.KindTool {
+		switch {
+		case s.Kind == trace.KindTool:
 			tools = append(tools, s)
+		case s.Kind == trace.KindModel && s.Status == trace.StatusError && !s.Start.Before(lastModel):
+			if reason, _ := s.Attrs[trace.AttrFailureReason].(string); reason != "" {
+				f.modelFailure, lastModel = reason, s.Start
+			}
 		}
 	}
 	sort.SliceStable(tools, func(i, j int) bool { return tools[i].Start.Before(tools[j].Start) })

@@ -104,7 +104,7 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	out.Failures = fails
 	out.Passed = len(fails) == 0
 	if !out.Passed {
-		out.Reason = reasonOf(fails, out, r.expect(sc.Name))
+		out.Reason = reasonOf(fails, out, r.expect(sc.Name), facts.modelFailure)
 	}
 	return out
 }
@@ -116,9 +116,9 @@ func failed(o Outcome, reason, msg string) Outcome {
 }
 
 // reasonOf names the failure: timeouts and crashes first, then the run's own
-// stop reason unless the scenario expected that stop, then the first unmet
-// expectation.
-func reasonOf(fails []string, o Outcome, e *Expect) string {
+// stop reason unless the scenario expected that stop, then the reason of a
+// model call belay gave up on, then the first unmet expectation.
+func reasonOf(fails []string, o Outcome, e *Expect, modelFailure string) string {
 	first := fails[0]
 	switch {
 	case strings.HasPrefix(first, "timeout:"):
@@ -127,6 +127,8 @@ func reasonOf(fails []string, o Outcome, e *Expect) string {
 		return "crash"
 	case o.StopReason != "" && o.StopReason != e.StopReason:
 		return o.StopReason
+	case modelFailure != "" && o.Status == "failed":
+		return modelFailure
 	}
 	if i := strings.Index(first, ":"); i > 0 {
 		return first[:i]

@@ -172,7 +172,8 @@ func (s *Server) HTTPServer() *http.Server {
 // the alias's deployments of that dialect in order, so a fallback never
 // crosses dialects.
 func routeConfig(cfg *config.Config) (route.Config, map[aliasKey]string, []modelInfo, error) {
-	rc := route.Config{Breaker: breakerSettings(cfg.Breaker), RetryBudget: retryBudget(cfg.Retry)}
+	rc := route.Config{Breaker: breakerSettings(cfg.Breaker), RetryBudget: retryBudget(cfg.Retry),
+		MaxAttempts: cfg.Retry.ChainMaxAttempts}
 	p, err := cfg.Retry.Policy()
 	if err != nil {
 		return rc, nil, nil, err

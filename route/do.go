@@ -234,7 +234,7 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 			ticket.DoneKindAt(failure.OK, end)
 			return served, nil
 		}
-		ticket.DoneKindAt(f.Kind, end)
+		ticket.DoneKindAt(healthKind(f), end)
 		if retrying {
 			m.budget.DoneRetry()
 			retrying = false
@@ -265,6 +265,20 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 		}
 		retrying = true
 	}
+}
+
+// healthKind is what a failed attempt tells the deployment's breaker. A
+// rate limit is the server shedding this client's excess load, not a sign
+// that the deployment is broken: the Retry-After it sends is honoured (or
+// the chain moves on), and it counts as neither success nor failure, so a
+// burst of 429s does not open the breaker and cut the deployment off for
+// every caller (Envoy's outlier detection likewise ejects on 5xx and
+// gateway failures, not on 429).
+func healthKind(f *failure.Error) failure.Kind {
+	if f.Reason == failure.RateLimited {
+		return failure.Permanent // counts as neither
+	}
+	return f.Kind
 }
 
 // left returns the time left before the context's deadline.

@@ -474,3 +474,28 @@ func TestManyAttemptsRecorded(t *testing.T) {
 		}
 	})
 }
+
+// Rate limits do not open the breaker: a deployment that answers 429 to
+// every call stays closed, and each call moves on to the next deployment.
+func TestRateLimitsDoNotOpenBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Breaker = breaker.Settings{ConsecutiveFailures: 3}
+		cfg.Retry.MaxAttempts = 1
+		r := mustRouter(t, cfg)
+		for range 10 {
+			res, err := r.Do(t.Context(), "smart", func(ctx context.Context, d *Deployment) error {
+				if d.Name == "a" {
+					return retryAfter(time.Second)
+				}
+				return nil
+			})
+			if err != nil || res.Deployment.Name != "b" {
+				t.Fatalf("served by %v, err %v; want b", res.Deployment, err)
+			}
+		}
+		if st := r.Breaker("a").State(); st != breaker.Closed {
+			t.Errorf("breaker of a is %v after 10 rate limits; want closed", st)
+		}
+	})
+}

@@ -21,8 +21,10 @@ const adminKey = "bench-admin-key"
 
 // proxyConfig is belay in front of the zero-latency upstream: one alias,
 // one deployment, the embedded SQLite store (set by --store), traces on
-// (the default capture, redacted).
+// (the default capture, redacted), and the run limits of belay's default
+// configuration (20 turns, 5 minutes, $1.00).
 const proxyConfig = `admin_key: %q
+limits: {max_turns: 20, deadline: 5m, max_cost_usd: 1.00}
 models:
   - alias: bench
     deployments:
@@ -49,7 +51,7 @@ const (
 const simConfig = `admin_key: %q
 sim: {profile: storm, seed: 1}
 timeouts: {first_byte: 2s, first_token: 2s, idle: 2s}
-breaker: {consecutive_failures: %d}
+breaker: {%s}
 models:
   - alias: storm
     deployments:

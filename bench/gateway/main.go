@@ -39,6 +39,7 @@ type options struct {
 	portkeyWait time.Duration
 	keep        bool
 	store       string
+	simBreaker  string
 }
 
 func main() {
@@ -60,6 +61,7 @@ func main() {
 	flag.BoolVar(&o.portkey, "portkey", true, "install and measure Portkey's gateway "+portkeyVersion+" if npm can")
 	flag.DurationVar(&o.portkeyWait, "portkey-install-timeout", 120*time.Second, "the one npm install attempt's time limit")
 	flag.StringVar(&o.store, "store", "", "diagnostic: the store URL of the belay under measurement instead of SQLite (memory://); the goals need the default")
+	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 5, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
 
@@ -179,7 +181,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	sp, err := startBelay(ctx, o.belay, dir, "belay-sim", fmt.Sprintf(simConfig, adminKey, breakerThreshold), "")
+	sp, err := startBelay(ctx, o.belay, dir, "belay-sim", fmt.Sprintf(simConfig, adminKey, breakerYAML(o.simBreaker)), "")
 	if err != nil {
 		return err
 	}
@@ -241,6 +243,15 @@ func measureRSS(ctx context.Context, o options, bel *target, pid int, m *measure
 		m.rss = append(m.rss, rssReading{requests: bel.sent.Load(), kb: kb})
 	}
 	return nil
+}
+
+// breakerYAML returns the reliability config's breaker settings: s, or
+// the consecutive-failure threshold the breaker goal is checked against.
+func breakerYAML(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return fmt.Sprintf("consecutive_failures: %d", breakerThreshold)
+	}
+	return s
 }
 
 func step(format string, args ...any) {
