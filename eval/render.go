@@ -18,7 +18,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	row := func(s Summary) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t[%.3f, %.3f]\t%s\t%.1f\t%.1f\t%.1f\t%s\t%s\t%d/%d\t%s\t%s\t%s\n",
 			s.Name, s.Runs, s.Passes, s.PassRate, s.Wilson.Low, s.Wilson.High, passK(s.PassHatK),
-			s.P50MS, s.P95MS, s.P99MS, s.MeanCostUSD, orDash(s.CostPerSuccessUSD),
+			s.P50MS, s.P95MS, s.P99MS, shortUSD(s.MeanCostUSD), shortUSD(s.CostPerSuccessUSD),
 			s.InputTokens, s.OutputTokens, pct(s.TurnCapRate), pct(s.UnsafeActionRate), golden(s))
 	}
 	for _, sc := range r.Scenarios {
@@ -55,7 +55,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "### belay eval: %s\n\n", r.Suite)
 	fmt.Fprintf(w, "Overall pass rate **%.1f%%** (95%% CI %.1f–%.1f%%) over %d runs; cost per success $%s; p95 %.0f ms.\n\n",
 		100*r.Overall.PassRate, 100*r.Overall.Wilson.Low, 100*r.Overall.Wilson.High, r.Overall.Runs,
-		orDash(r.Overall.CostPerSuccessUSD), r.Overall.P95MS)
+		shortUSD(r.Overall.CostPerSuccessUSD), r.Overall.P95MS)
 	fmt.Fprintln(w, "| scenario | runs | pass rate | 95% CI | pass^k | p95 ms | $/success | top failure |")
 	fmt.Fprintln(w, "|---|---:|---:|---|---|---:|---:|---|")
 	for _, sc := range r.Scenarios {
@@ -64,7 +64,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			top = fmt.Sprintf("%s (%d)", ks[0], sc.FailuresByReason[ks[0]])
 		}
 		fmt.Fprintf(w, "| %s | %d | %.1f%% | %.1f–%.1f%% | %s | %.0f | %s | %s |\n", sc.Name, sc.Runs, 100*sc.PassRate,
-			100*sc.Wilson.Low, 100*sc.Wilson.High, passK(sc.PassHatK), sc.P95MS, orDash(sc.CostPerSuccessUSD), top)
+			100*sc.Wilson.Low, 100*sc.Wilson.High, passK(sc.PassHatK), sc.P95MS, shortUSD(sc.CostPerSuccessUSD), top)
 	}
 	return nil
 }
@@ -145,6 +145,19 @@ func passK(m map[string]float64) string {
 		}
 	}
 	return strings.Join(parts, "/")
+}
+
+// shortUSD shows a dollar amount with at most six decimals, for the table
+// (the JSON report keeps the exact value).
+func shortUSD(s string) string {
+	if s == "" {
+		return "–"
+	}
+	var f float64
+	if _, err := fmt.Sscan(s, &f); err != nil {
+		return s
+	}
+	return fmt.Sprintf("%.6f", f)
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

@@ -216,6 +216,9 @@ func (s *Server) choose(c *Conversation, runID string, rng *rand.Rand, faults bo
 			if !ok {
 				continue
 			}
+			if rule.Probability > 0 && rule.Probability < 1 && rng.Float64() >= rule.Probability {
+				continue
+			}
 			for k, v := range got {
 				vars[k] = v
 			}

@@ -59,6 +59,12 @@ type Rule struct {
 	// the rule gives its reply, or, with no reply, lets later rules match.
 	Fault      Fault `yaml:"fault" json:"fault,omitempty"`
 	FaultTimes int   `yaml:"fault_times" json:"fault_times,omitempty"`
+	// Probability, when in (0, 1), makes the rule apply to only that share
+	// of the requests it matches (a draw from the request's generator, so
+	// deterministic for a seed): a stochastic model that now and then
+	// answers differently. 0 means always. Requests it skips go on to the
+	// later rules.
+	Probability float64 `yaml:"probability" json:"probability,omitempty"`
 }
 
 // Match is a conjunction: every condition that is set must hold. The zero
@@ -156,6 +162,9 @@ func (s *Script) Compile() error {
 		}
 		if r.Fault, err = ParseFault(string(r.Fault)); err != nil {
 			return fmt.Errorf("%s: %w", at(".fault"), err)
+		}
+		if !(r.Probability >= 0 && r.Probability <= 1) {
+			return fmt.Errorf("%s: %v is not a probability in [0, 1]", at(".probability"), r.Probability)
 		}
 		if r.FaultTimes < 0 {
 			return fmt.Errorf("%s: must be >= 0", at(".fault_times"))
