@@ -52,6 +52,7 @@ const simConfig = `admin_key: %q
 sim: {profile: storm, seed: 1}
 timeouts: {first_byte: 2s, first_token: 2s, idle: 2s}
 breaker: {%s}
+retry: {%s}
 models:
   - alias: storm
     deployments:

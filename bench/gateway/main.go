@@ -40,6 +40,7 @@ type options struct {
 	keep        bool
 	store       string
 	simBreaker  string
+	simRetry    string
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.DurationVar(&o.portkeyWait, "portkey-install-timeout", 120*time.Second, "the one npm install attempt's time limit")
 	flag.StringVar(&o.store, "store", "", "diagnostic: the store URL of the belay under measurement instead of SQLite (memory://); the goals need the default")
 	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 5, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
+	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default belay's")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
 
@@ -181,7 +183,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	sp, err := startBelay(ctx, o.belay, dir, "belay-sim", fmt.Sprintf(simConfig, adminKey, breakerYAML(o.simBreaker)), "")
+	sp, err := startBelay(ctx, o.belay, dir, "belay-sim", fmt.Sprintf(simConfig, adminKey, breakerYAML(o.simBreaker), o.simRetry), "")
 	if err != nil {
 		return err
 	}
