@@ -9,6 +9,7 @@ import (
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/route"
 	"github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/store"
 )
@@ -44,6 +45,22 @@ type runTurns struct {
 type Killer interface {
 	Kill(ctx context.Context, target store.KillTarget, name, reason string) error
 	Unkill(ctx context.Context, target store.KillTarget, name string) error
+}
+
+// Disabler is implemented by a Turns that knows which deployments an
+// operator disabled (kill flags on a deployment, or on the model it
+// serves); the router passes over them.
+type Disabler interface {
+	Disabled(d route.Deployment) bool
+}
+
+// Disabled reports whether d or its model carries a kill flag.
+func (t *runTurns) Disabled(d route.Deployment) bool {
+	if _, ok := t.m.Killed(store.KillDeployment, d.Name); ok {
+		return true
+	}
+	_, ok := t.m.Killed(store.KillModel, d.Model)
+	return ok
 }
 
 func (t *runTurns) Kill(ctx context.Context, target store.KillTarget, name, reason string) error {

@@ -101,6 +101,9 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 	s.router = deps.Router
 	if s.router == nil {
 		rcfg.OnBreakerChange = func(name string, _, to breaker.State) { s.metrics.breakerState(name, to) }
+		if dis, ok := deps.Runs.(Disabler); ok {
+			rcfg.Skip = func(d *route.Deployment) bool { return dis.Disabled(*d) }
+		}
 		if s.router, err = route.New(rcfg); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}

@@ -227,14 +227,16 @@ const NoDeadline = time.Duration(math.MaxInt64)
 // than a wait that cannot be followed by an attempt. Degraded failures give
 // Next; Permanent and Fatal ones give Stop. f must not be nil.
 func (p Policy) Decide(attempt int, f *failure.Error, u float64, left time.Duration) Decision {
+	if f.OutputStarted {
+		// Output already reached the client: neither a retry nor a
+		// fallback can be invisible, whatever the kind.
+		return Decision{Action: Stop, Failure: f}
+	}
 	switch f.Kind {
 	case failure.Degraded:
 		return Decision{Action: Next, Failure: f}
 	case failure.Transient:
 	default:
-		return Decision{Action: Stop, Failure: f}
-	}
-	if f.OutputStarted {
 		return Decision{Action: Stop, Failure: f}
 	}
 	if f.NoRetry || attempt >= p.Attempts() {

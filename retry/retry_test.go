@@ -251,3 +251,16 @@ func BenchmarkDecide(b *testing.B) {
 		_ = p.Decide(1, f, 0.5, NoDeadline)
 	}
 }
+
+// A degraded failure after output started stops the chain: a fallback would
+// start a second answer behind one the client already has.
+func TestDecideStopsOnOutputStartedForEveryKind(t *testing.T) {
+	p := Policy{}
+	for _, r := range []failure.Reason{failure.Overloaded, failure.QuotaExhausted, failure.InvalidRequest} {
+		f := failure.New(r, "x")
+		f.OutputStarted = true
+		if d := p.Decide(1, f, 0.5, NoDeadline); d.Action != Stop {
+			t.Errorf("%s after output: %v, want Stop", r, d.Action)
+		}
+	}
+}

@@ -170,7 +170,7 @@ func (c *chain) fallbackFor(f *failure.Error) []*member {
 // allOpenError is the failure for an alias whose every breaker refused.
 func allOpenError(alias string, n int) *failure.Error {
 	return &failure.Error{Kind: failure.Degraded, Reason: failure.CircuitOpen,
-		Message: fmt.Sprintf("route: alias %q: all %d deployments' breakers are open", alias, n),
+		Message: fmt.Sprintf("route: alias %q: all %d deployments' breakers are open (or the deployments are disabled)", alias, n),
 		Cause:   breaker.ErrOpen}
 }
 
@@ -213,6 +213,10 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 		}
 		if err := l.ctx.Err(); err != nil {
 			return stop, contextFailure(err, last)
+		}
+		if try == 1 && l.r.skip != nil && l.r.skip(&m.d) {
+			l.res.refuse(m.d.Name)
+			return next, nil
 		}
 		ticket, err := m.b.Allow()
 		if err != nil {

@@ -86,6 +86,12 @@ type Config struct {
 	// OnBreakerChange, if set, is called after any deployment's breaker
 	// changes state, without any lock held (see breaker.Settings).
 	OnBreakerChange func(deployment string, from, to breaker.State)
+
+	// Skip, if set, is asked before each deployment of a call is tried;
+	// true passes over it as if its breaker were open (an operator
+	// disabled it with the kill switch). It must be fast and safe for
+	// concurrent use.
+	Skip func(d *Deployment) bool
 }
 
 // Router routes calls over deployments and aliases. It is safe for
@@ -97,6 +103,7 @@ type Router struct {
 	policy      retry.Policy
 	maxAttempts int
 	rand        func() float64
+	skip        func(d *Deployment) bool
 }
 
 // member is a deployment with its breaker and retry budget.
@@ -138,6 +145,7 @@ func New(cfg Config) (*Router, error) {
 		policy:      cfg.Retry,
 		maxAttempts: cfg.MaxAttempts,
 		rand:        cfg.Rand,
+		skip:        cfg.Skip,
 	}
 	if r.rand == nil {
 		r.rand = rand.Float64

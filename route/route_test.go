@@ -247,7 +247,7 @@ func TestAllBreakersOpenFailsFast(t *testing.T) {
 		if fe == nil || fe.Kind != failure.Degraded || fe.Reason != failure.CircuitOpen || !errors.Is(err, breaker.ErrOpen) {
 			t.Fatalf("err = %v, want degraded circuit_open", err)
 		}
-		if want := `route: alias "smart": all 3 deployments' breakers are open`; fe.Message != want {
+		if want := `route: alias "smart": all 3 deployments' breakers are open (or the deployments are disabled)`; fe.Message != want {
 			t.Errorf("message = %q, want %q", fe.Message, want)
 		}
 		if strings.Join(res.Refused(), ",") != "a,b,c" {
@@ -498,4 +498,28 @@ func TestRateLimitsDoNotOpenBreaker(t *testing.T) {
 			t.Errorf("breaker of a is %v after 10 rate limits; want closed", st)
 		}
 	})
+}
+
+// A skipped (disabled) deployment is passed over without an attempt.
+func TestSkipDisabledDeployment(t *testing.T) {
+	cfg := testConfig()
+	cfg.Skip = func(d *Deployment) bool { return d.Name == "a" }
+	r := mustRouter(t, cfg)
+	var tried []string
+	res, err := r.Do(t.Context(), "smart", func(ctx context.Context, d *Deployment) error {
+		tried = append(tried, d.Name)
+		return nil
+	})
+	if err != nil || res.Deployment.Name != "b" || len(tried) != 1 {
+		t.Fatalf("served by %v after trying %v (err %v); want b only", res.Deployment, tried, err)
+	}
+	cfg.Skip = func(*Deployment) bool { return true }
+	r = mustRouter(t, cfg)
+	_, err = r.Do(t.Context(), "smart", func(ctx context.Context, d *Deployment) error {
+		t.Errorf("attempt on %s although every deployment is disabled", d.Name)
+		return nil
+	})
+	if !errors.Is(err, failure.CircuitOpen) {
+		t.Errorf("every deployment disabled: %v, want circuit_open", err)
+	}
 }

@@ -53,7 +53,8 @@ type Outcome struct {
 // and written; the model span and one span per attempt are recorded; the
 // run's and tenant's alert thresholds are checked (Config.OnAlert is called
 // for each new one). A model without a price is charged the reserved
-// estimate and the cost is marked estimated (CostEstimated). A step whose
+// estimate and the cost is marked estimated (CostEstimated), unless the call
+// failed without using any token (then it costs $0). A step whose
 // reservation has expired or was released by the run's end is charged
 // anyway. Settle after Settle or Fail returns ErrSettled.
 func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error {
@@ -70,6 +71,10 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	cost, estimated := a.step.EstimatedCost, true
 	if pr, match, err := r.m.pricing.Lookup(provider, model); err == nil {
 		cost, estimated = pr.Cost(u), match.Default || o.Estimated
+	} else if u == (budget.Usage{}) && o.Err != nil {
+		// No price, and a call that failed without using any token: no
+		// provider charges for it, so neither does the ledger.
+		cost, estimated = 0, false
 	}
 	err := a.charge(ctx, cost)
 
