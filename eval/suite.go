@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -164,22 +165,34 @@ func LoadSuite(path string) (*Suite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSuite, err)
 	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadSuite, path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	located := func(err error) error {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("%w: %s:%d: %s: %s", ErrBadSuite, path, lineOf(&root, fe.path), strings.Join(fe.path, "."), fe.msg)
+		}
+		return fmt.Errorf("%w: %s: %w", ErrBadSuite, path, err)
+	}
+	// The version first: a newer suite may use fields this belay lacks.
+	if err := checkVersion(&root); err != nil {
+		return nil, located(err)
+	}
+	if err := checkFields(&root, reflect.TypeFor[Suite](), nil); err != nil {
+		return nil, located(err)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	s := &Suite{}
 	if err := dec.Decode(s); err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSuite, path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(b, &root)
 	s.Path = path
 	s.Dir = filepath.Dir(path)
 	if err := s.validate(); err != nil {
-		var fe *fieldError
-		if errors.As(err, &fe) {
-			return nil, fmt.Errorf("%w: %s:%d: %s: %s", ErrBadSuite, path, lineOf(&root, fe.path), strings.Join(fe.path, "."), fe.msg)
-		}
-		return nil, fmt.Errorf("%w: %s: %w", ErrBadSuite, path, err)
+		return nil, located(err)
 	}
 	return s, nil
 }
