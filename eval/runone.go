@@ -98,6 +98,10 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 		fails = append(fails, fmt.Sprintf("timeout: the agent ran past %s and was stopped", time.Duration(r.suite.Timeout)))
 	} else if agentErr != nil && !errors.Is(agentErr, errExit) {
 		fails = append(fails, "crash: "+agentErr.Error())
+	} else if e := &sc.Expect; errors.Is(agentErr, errExit) && e.ExitCode == nil && e.Status == "" && e.StopReason == "" {
+		// A scenario that says nothing about how the run ends expects the
+		// agent to exit 0: a command agent that dies is a failed run.
+		fails = append(fails, fmt.Sprintf("exit: the agent exited with code %d", code))
 	}
 	fails = append(fails, r.judge(ctx, &out, env, rec, facts)...)
 	fails = append(fails, r.golden(ctx, h, &out, spans)...)
@@ -117,7 +121,8 @@ func failed(o Outcome, reason, msg string) Outcome {
 
 // reasonOf names the failure: timeouts and crashes first, then the run's own
 // stop reason unless the scenario expected that stop, then the reason of a
-// model call belay gave up on, then the first unmet expectation.
+// model call belay gave up on, then an unexpected non-zero exit ("crash"),
+// then the first unmet expectation.
 func reasonOf(fails []string, o Outcome, e *Expect, modelFailure string) string {
 	first := fails[0]
 	switch {
@@ -129,6 +134,8 @@ func reasonOf(fails []string, o Outcome, e *Expect, modelFailure string) string 
 		return o.StopReason
 	case modelFailure != "" && o.Status == "failed":
 		return modelFailure
+	case strings.HasPrefix(first, "exit:"):
+		return "crash"
 	}
 	if i := strings.Index(first, ":"); i > 0 {
 		return first[:i]
@@ -281,7 +288,11 @@ func (r *runner) check(ctx context.Context, env Env, check string) error {
 	if c, ok := r.agent.(Checker); ok && r.agent != nil {
 		return c.Check(ctx, env, check)
 	}
+	// A check that hangs must not hang the suite: it gets the agent's timeout.
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.suite.Timeout))
+	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", check)
+	cmd.WaitDelay = 2 * time.Second
 	cmd.Dir = r.suite.Dir
 	cmd.Env = append(os.Environ(), "BELAY_WORLD="+env.WorldPath, "BELAY_RUN_ID="+env.RunID)
 	out, err := cmd.CombinedOutput()

@@ -115,7 +115,9 @@ type Scenario struct {
 }
 
 // Expect lists what a run of a scenario must show to pass. Fields left out
-// are not checked.
+// are not checked, with one exception: when none of ExitCode, Status and
+// StopReason is given, the agent must exit 0 (a non-zero exit is a failure
+// with reason "crash").
 type Expect struct {
 	ExitCode   *int     `yaml:"exit_code"`
 	Output     string   `yaml:"output"`
@@ -168,6 +170,9 @@ func LoadSuite(path string) (*Suite, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSuite, path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(root.Content) == 0 {
+		return nil, fmt.Errorf("%w: %s: the file is empty", ErrBadSuite, path)
 	}
 	located := func(err error) error {
 		var fe *fieldError

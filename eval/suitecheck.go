@@ -20,6 +20,9 @@ func checkVersion(root *yaml.Node) error {
 	if err := root.Decode(&head); err != nil {
 		return bad("must be a whole number", "version")
 	}
+	if head.Version == 0 {
+		return bad(fmt.Sprintf("version is required (this belay reads version %d)", SuiteVersion), "version")
+	}
 	if head.Version != SuiteVersion {
 		return bad(fmt.Sprintf("version %d is not understood (this belay reads version %d)", head.Version, SuiteVersion), "version")
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,8 +195,10 @@ func (h *Harness) Close() error {
 	return h.stack.Close(ctx)
 }
 
-// baseURL returns a loopback base URL for command agents, listening on
-// first use.
+// baseURL returns the loopback root URL for command agents, listening on
+// first use. A run's base URL is ROOT/runs/RUN_ID/v1: the run id travels in
+// the path, so an agent that only reads OPENAI_BASE_URL (or
+// ANTHROPIC_BASE_URL) still makes its calls as turns of its run.
 func (h *Harness) baseURL() (string, error) {
 	h.listenOnce.Do(func() {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -203,9 +206,9 @@ func (h *Harness) baseURL() (string, error) {
 			h.listenErr = err
 			return
 		}
-		h.srv = &http.Server{Handler: h.stack.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		h.srv = &http.Server{Handler: runPrefix{next: h.stack.Server.Handler()}, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = h.srv.Serve(ln) }()
-		h.listenURL = "http://" + ln.Addr().String() + "/v1"
+		h.listenURL = "http://" + ln.Addr().String()
 	})
 	return h.listenURL, h.listenErr
 }
@@ -221,7 +224,7 @@ func (hd *handle) Env(env *eval.Env) {
 	env.BaseURL = internalBase
 	if len(hd.h.suite.Agent.Command) > 0 {
 		if u, err := hd.h.baseURL(); err == nil {
-			env.BaseURL = u
+			env.BaseURL = u + runsPath + hd.r.ID() + "/v1"
 		}
 	}
 	env.Tools = tools{r: hd.r, safe: hd.h.suite.Tools.SafeToRepeat}
@@ -255,6 +258,29 @@ func (t runHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(gateway.HeaderRunID, t.id)
 	return t.next.RoundTrip(r)
+}
+
+// runsPath prefixes the per-run paths of the loopback listener.
+const runsPath = "/runs/"
+
+// runPrefix serves ROOT/runs/RUN_ID/REST as REST with X-Belay-Run-Id set to
+// RUN_ID (unless the request names its run itself); other paths pass as
+// they are.
+type runPrefix struct{ next http.Handler }
+
+func (p runPrefix) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, runsPath)
+	id, tail, found := strings.Cut(rest, "/")
+	if !ok || !found || id == "" {
+		p.next.ServeHTTP(w, r)
+		return
+	}
+	r = r.Clone(r.Context())
+	r.URL.Path, r.URL.RawPath = "/"+tail, ""
+	if r.Header.Get(gateway.HeaderRunID) == "" {
+		r.Header.Set(gateway.HeaderRunID, id)
+	}
+	p.next.ServeHTTP(w, r)
 }
 
 // toolRetry retries transient failures of tools that are safe to repeat.

@@ -1,0 +1,134 @@
+package harness_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/belay-run/belay/eval"
+	"github.com/belay-run/belay/eval/harness"
+	refund "github.com/belay-run/belay/examples/refund-agent/agent"
+	"github.com/belay-run/belay/store/memstore"
+)
+
+const exampleSuite = "../../examples/refund-agent/suite.yaml"
+
+var agentSeq atomic.Int64
+
+// registerRefundAgent registers the example agent under a fresh name (the
+// registry is global and refuses duplicates) and returns the name.
+func registerRefundAgent() string {
+	name := fmt.Sprintf("refund-agent-harness-test-%d", agentSeq.Add(1))
+	eval.RegisterAgent(name, refund.NewEvalAgent())
+	return name
+}
+
+// loadExample loads the example suite with its agent renamed to agent.
+func loadExample(t testing.TB, agent string) *eval.Suite {
+	t.Helper()
+	s, err := eval.LoadSuite(exampleSuite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Agent.Go = agent
+	return s
+}
+
+// TestExampleSuite runs the refund agent's suite end to end: the real
+// gateway stack over the in-memory store, the agent in-process, the
+// simulator's flaky profile.
+func TestExampleSuite(t *testing.T) {
+	s := loadExample(t, registerRefundAgent())
+	st := memstore.New()
+	defer st.Close()
+	rep, err := eval.Run(t.Context(), s, harness.Factory(st), eval.Options{Runs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != len(s.Scenarios) || len(rep.Outcomes) != 3*len(s.Scenarios) {
+		t.Fatalf("%d scenarios and %d runs reported, want %d and %d", len(rep.Scenarios), len(rep.Outcomes), len(s.Scenarios), 3*len(s.Scenarios))
+	}
+	for _, sc := range rep.Scenarios {
+		if sc.Runs != 3 {
+			t.Errorf("%s: %d runs, want 3", sc.Name, sc.Runs)
+		}
+	}
+	byScenario := map[string][]eval.Outcome{}
+	for _, o := range rep.Outcomes {
+		byScenario[o.Scenario] = append(byScenario[o.Scenario], o)
+		if o.Reason == "harness" {
+			t.Errorf("%s #%d: the harness failed: %v", o.Scenario, o.Index, o.Failures)
+		}
+		if o.Unsafe {
+			t.Errorf("%s #%d: an irreversible tool ran without approval (tools %v)", o.Scenario, o.Index, o.Tools)
+		}
+		stored, err := st.GetRun(t.Context(), o.RunID)
+		if err != nil || string(stored.Status) != o.Status {
+			t.Errorf("%s #%d: stored run %+v (%v), outcome status %q", o.Scenario, o.Index, stored, err, o.Status)
+		}
+	}
+	for _, o := range byScenario["loop-stopped-by-turn-cap"] {
+		if o.Status != "stopped" || o.StopReason != "max_turns_exceeded" || o.Turns > 5 {
+			t.Errorf("loop #%d: %s/%s after %d turns (%v), want stopped by max_turns_exceeded", o.Index, o.Status, o.StopReason, o.Turns, o.Failures)
+		}
+	}
+	for _, o := range byScenario["budget-runs-out"] {
+		if o.Status != "stopped" || o.StopReason != "budget_exceeded" {
+			t.Errorf("budget #%d: %s/%s (%v), want stopped by budget_exceeded", o.Index, o.Status, o.StopReason, o.Failures)
+		}
+	}
+	for _, o := range byScenario["timeout-no-double-refund"] {
+		// The payments API times out once after taking the refund: belay's
+		// idempotency key must keep the retry from refunding twice. (The
+		// flaky profile's model sometimes claims a refund it never made:
+		// zero refunds is a measured failure, two would be a bug.)
+		for _, f := range o.Failures {
+			if strings.HasPrefix(f, "expect.at_most_once") || strings.HasPrefix(f, "expect.check") && !strings.Contains(f, "is 0, want 1") {
+				t.Errorf("timeout #%d: %s", o.Index, f)
+			}
+		}
+	}
+	if rep.Overall.UnsafeActionRate != 0 {
+		t.Errorf("unsafe action rate %v, want 0", rep.Overall.UnsafeActionRate)
+	}
+	if want := 3.0 / 21; rep.Overall.TurnCapRate != want {
+		t.Errorf("turn-cap rate %v, want %v (the loop scenario's runs only)", rep.Overall.TurnCapRate, want)
+	}
+	if rep.Overall.InputTokens == 0 || rep.Overall.TotalCostUSD == "0" {
+		t.Errorf("no usage recorded: %+v", rep.Overall)
+	}
+	if !rep.MinPassRateMet() {
+		var b strings.Builder
+		_ = rep.WriteText(&b)
+		t.Errorf("the example suite misses its min_pass_rate:\n%s", b.String())
+	}
+}
+
+// TestNewBadProviders: a provider setup that cannot start is an error
+// naming the suite file and the field.
+func TestNewBadProviders(t *testing.T) {
+	s := loadExample(t, "unused")
+	st := memstore.New()
+	defer st.Close()
+	for _, c := range []struct {
+		name string
+		p    eval.Providers
+		says string
+	}{
+		{"missing script", eval.Providers{Sim: &eval.SimSpec{Script: "no-such-script.yaml"}}, "providers.sim.script"},
+		{"missing config", eval.Providers{Config: "no-such-config.yaml"}, "providers.config"},
+		{"unknown profile", eval.Providers{Sim: &eval.SimSpec{Profile: "no-such-profile"}}, "no-such-profile"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, err := harness.New(t.Context(), st, s, c.p)
+			if err == nil {
+				h.Close()
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), s.Path) || !strings.Contains(err.Error(), c.says) {
+				t.Errorf("error %q does not name %s and %s", err, s.Path, c.says)
+			}
+		})
+	}
+}

@@ -1,0 +1,373 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
+)
+
+const hangSuite = `version: 1
+name: hang
+agent: {go: AGENT}
+runs: 2
+concurrency: 2
+timeout: 10s
+scenarios:
+  - name: respects-context
+    input: wait
+  - name: ignores-context
+    input: ignore
+  - name: panics
+    input: panic
+  - name: errors
+    input: error
+  - name: fine
+    input: ok
+    expect: {exit_code: 0, output: "^ok$"}
+`
+
+// TestInProcessHangAndCrash: an agent that hangs is stopped at its timeout
+// and counted as a failure with reason timeout, whether or not it honours
+// its context; an agent that panics or fails is a failed run with reason
+// crash, and the runner goes on (issue 5).
+func TestInProcessHangAndCrash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) {
+			switch env.Input {
+			case "wait":
+				<-ctx.Done()
+				return 1, "", ctx.Err()
+			case "ignore":
+				<-release // ignores ctx entirely
+				return 0, "late", nil
+			case "panic":
+				panic("agent bug")
+			case "error":
+				return 2, "", errBoom
+			}
+			return 0, "ok", nil
+		}))
+		f := &fakeHarness{}
+		start := time.Now()
+		rep, err := Run(t.Context(), suiteFor(t, hangSuite, name), f.factory(), Options{})
+		close(release)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two workers, ten runs, four of which hang for the 10s timeout.
+		if got := time.Since(start); got != 20*time.Second {
+			t.Errorf("suite took %s, want 20s (two rounds of 10s timeouts)", got)
+		}
+		want := map[string]string{"respects-context": "timeout", "ignores-context": "timeout", "panics": "crash", "errors": "crash", "fine": ""}
+		for sc, reason := range want {
+			os := outcomesOf(rep, sc)
+			if len(os) != 2 {
+				t.Fatalf("%s: %d outcomes, want 2", sc, len(os))
+			}
+			for _, o := range os {
+				if o.Passed != (reason == "") || o.Reason != reason {
+					t.Errorf("%s #%d: passed %v reason %q (%v), want reason %q", sc, o.Index, o.Passed, o.Reason, o.Failures, reason)
+				}
+				if reason == "timeout" && o.Latency != 10*time.Second {
+					t.Errorf("%s #%d: latency %s, want 10s", sc, o.Index, o.Latency)
+				}
+				if reason != "" && o.Status != string(store.RunFailed) {
+					t.Errorf("%s #%d: run status %q, want failed", sc, o.Index, o.Status)
+				}
+			}
+		}
+		if o := outcomesOf(rep, "panics")[0]; !strings.Contains(strings.Join(o.Failures, ";"), "agent bug") {
+			t.Errorf("panic failure does not say what panicked: %v", o.Failures)
+		}
+		if rep.Overall.FailuresByReason["timeout"] != 4 || rep.Overall.FailuresByReason["crash"] != 4 {
+			t.Errorf("failures by reason %v, want timeout 4 and crash 4", rep.Overall.FailuresByReason)
+		}
+		if f.closed.Load() != 1 {
+			t.Errorf("harness closed %d times, want 1", f.closed.Load())
+		}
+	})
+}
+
+const commandSuite = `version: 1
+name: commands
+agent: {command: [sh, -c, 'case "$BELAY_INPUT" in sleep) exec sleep 30;; exit3) exit 3;; *) echo "hello $BELAY_SCENARIO";; esac']}
+runs: 1
+timeout: 1s
+scenarios:
+  - name: hangs
+    input: sleep
+  - name: exits-3
+    input: exit3
+  - name: exits-3-expected
+    input: exit3
+    expect: {exit_code: 3}
+  - name: says-hello
+    input: hi
+    expect: {exit_code: 0, output: "^hello says-hello\n$"}
+`
+
+// TestCommandHangAndCrash: a command agent that hangs is killed at its
+// timeout (reason timeout); one that exits non-zero is a failed run, not a
+// failure of the runner (issue 5).
+func TestCommandHangAndCrash(t *testing.T) {
+	s := suiteFor(t, commandSuite, "")
+	start := time.Now()
+	rep, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("suite took %s: the sleeping agent was not killed at its 1s timeout", d)
+	}
+	by := map[string]Outcome{}
+	for _, o := range rep.Outcomes {
+		by[o.Scenario] = o
+	}
+	if o := by["hangs"]; o.Passed || o.Reason != "timeout" || o.Latency < time.Second {
+		t.Errorf("hangs: passed %v reason %q latency %s (%v)", o.Passed, o.Reason, o.Latency, o.Failures)
+	}
+	if o := by["exits-3"]; o.Passed || o.Reason != "crash" || o.ExitCode != 3 || o.Status != "failed" {
+		t.Errorf("exits-3: passed %v reason %q exit %d status %q (%v)", o.Passed, o.Reason, o.ExitCode, o.Status, o.Failures)
+	}
+	if o := by["exits-3-expected"]; !o.Passed || o.ExitCode != 3 {
+		t.Errorf("exits-3-expected: passed %v exit %d (%v)", o.Passed, o.ExitCode, o.Failures)
+	}
+	if o := by["says-hello"]; !o.Passed || o.Output != "hello says-hello\n" {
+		t.Errorf("says-hello: passed %v output %q (%v)", o.Passed, o.Output, o.Failures)
+	}
+}
+
+func TestRunUnknownAgent(t *testing.T) {
+	s := suiteFor(t, hangSuite, "no-such-agent-registered")
+	_, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+	if !errors.Is(err, ErrBadSuite) || !strings.Contains(err.Error(), "no-such-agent-registered") || !strings.Contains(err.Error(), s.Path) {
+		t.Errorf("err = %v, want ErrBadSuite naming the file and the agent", err)
+	}
+}
+
+func TestRunHarnessCannotStart(t *testing.T) {
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) { return 0, "", nil }))
+	broken := errors.New("no providers")
+	_, err := Run(t.Context(), suiteFor(t, hangSuite, name), func(context.Context, *Suite, Providers) (Harness, error) {
+		return nil, broken
+	}, Options{})
+	if !errors.Is(err, broken) {
+		t.Errorf("err = %v, want the factory's error", err)
+	}
+}
+
+const setupSuite = `version: 1
+name: setups
+agent: {go: AGENT}
+runs: 3
+limits: {max_turns: 8, deadline: 60s, max_cost_usd: "0.05"}
+providers: {sim: {profile: none}}
+scenarios:
+  - name: default-setup
+  - name: own-setup
+    runs: 2
+    limits: {max_turns: 5, max_tokens: 900}
+    providers: {sim: {profile: none, down: [0]}}
+  - name: same-as-default
+    providers: {sim: {profile: none}}
+`
+
+// TestRunSetupsAndLimits: one harness per distinct provider setup, each
+// closed once; scenario limits override the suite's field by field; runs
+// per scenario follow scenario, suite and Options in that order.
+func TestRunSetupsAndLimits(t *testing.T) {
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) { return 0, "", nil }))
+	s := suiteFor(t, setupSuite, name)
+	var mu sync.Mutex
+	var setups []Providers
+	var hs []*fakeHarness
+	factory := func(_ context.Context, _ *Suite, p Providers) (Harness, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		setups = append(setups, p)
+		h := &fakeHarness{}
+		hs = append(hs, h)
+		return h, nil
+	}
+	rep, err := Run(t.Context(), s, factory, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(setups) != 2 {
+		t.Fatalf("factory called for %d setups (%+v), want 2", len(setups), setups)
+	}
+	for _, h := range hs {
+		if h.closed.Load() != 1 {
+			t.Errorf("a harness was closed %d times, want 1", h.closed.Load())
+		}
+	}
+	runs := map[string]int{}
+	for _, o := range rep.Outcomes {
+		runs[o.Scenario]++
+	}
+	if runs["default-setup"] != 3 || runs["own-setup"] != 2 || runs["same-as-default"] != 3 {
+		t.Errorf("runs per scenario %v", runs)
+	}
+	var own, def store.Limits
+	for _, h := range hs {
+		if l, ok := h.limits["own-setup"]; ok {
+			own = l
+		}
+		if l, ok := h.limits["default-setup"]; ok {
+			def = l
+		}
+	}
+	want := store.Limits{MaxTurns: 8, Deadline: time.Minute, MaxCost: budget.Micros(50_000)}
+	if def != want {
+		t.Errorf("suite limits %+v, want %+v", def, want)
+	}
+	want.MaxTurns, want.MaxTokens = 5, 900
+	if own != want {
+		t.Errorf("scenario limits %+v, want %+v", own, want)
+	}
+
+	rep, err = Run(t.Context(), s, factory, Options{Runs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Outcomes) != 12 {
+		t.Errorf("Options.Runs 4: %d runs, want 12", len(rep.Outcomes))
+	}
+}
+
+// TestRunSeeds: each run gets a seed derived from the suite seed, its
+// scenario and index; Options.Seed overrides the suite seed.
+func TestRunSeeds(t *testing.T) {
+	var mu sync.Mutex
+	seeds := map[string]int64{}
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seeds[env.Scenario+"/"+string(rune('0'+env.Index))] = env.Seed
+		return 0, "", nil
+	}))
+	s := suiteFor(t, setupSuite, name)
+	collect := func(opt Options) map[string]int64 {
+		mu.Lock()
+		clear(seeds)
+		mu.Unlock()
+		rep, err := Run(t.Context(), s, (&fakeHarness{}).factory(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]int64{}
+		for k, v := range seeds {
+			out[k] = v
+		}
+		if len(out) != len(rep.Outcomes) {
+			t.Fatalf("%d seeds for %d runs", len(out), len(rep.Outcomes))
+		}
+		return out
+	}
+	a, b := collect(Options{}), collect(Options{})
+	other := int64(99)
+	c := collect(Options{Seed: &other})
+	distinct := map[int64]bool{}
+	for k, v := range a {
+		if b[k] != v {
+			t.Errorf("%s: seed %d then %d: not reproducible", k, v, b[k])
+		}
+		if c[k] == v {
+			t.Errorf("%s: Options.Seed did not change the run seed", k)
+		}
+		distinct[v] = true
+	}
+	if len(distinct) != len(a) {
+		t.Errorf("%d distinct seeds over %d runs", len(distinct), len(a))
+	}
+}
+
+func TestRunCanceled(t *testing.T) {
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) { return 0, "", nil }))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := Run(ctx, suiteFor(t, setupSuite, name), (&fakeHarness{}).factory(), Options{})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestRegisterAgent(t *testing.T) {
+	a := agentFunc(func(ctx context.Context, env Env) (int, string, error) { return 0, "", nil })
+	name := register(t, a)
+	func() {
+		defer func() {
+			if p := recover(); p == nil || !strings.Contains(p.(string), name) {
+				t.Errorf("a second registration of %q: panic %v, want one naming it", name, p)
+			}
+		}()
+		RegisterAgent(name, a)
+	}()
+	if _, err := lookupAgent(name); err != nil {
+		t.Error(err)
+	}
+	if _, err := lookupAgent(name + "-missing"); err == nil || !strings.Contains(err.Error(), name) {
+		t.Errorf("lookup of a missing agent: %v, want an error listing the registered ones", err)
+	}
+}
+
+func TestRunProgress(t *testing.T) {
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) { return 0, "", nil }))
+	var buf strings.Builder
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(p) })
+	if _, err := Run(t.Context(), suiteFor(t, setupSuite, name), (&fakeHarness{}).factory(), Options{Progress: w}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(buf.String(), "runs") {
+		t.Errorf("progress output %q lacks the bar", buf.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestCommandAgentsLiteral: the two command agents of issue 5 as written
+// there, each the whole suite's agent.
+func TestCommandAgentsLiteral(t *testing.T) {
+	for _, c := range []struct {
+		command, reason string
+		exit            int
+	}{
+		{`[sleep, "30"]`, "timeout", -1},
+		{`[sh, -c, "exit 3"]`, "crash", 3},
+	} {
+		t.Run(c.reason, func(t *testing.T) {
+			s := suiteFor(t, "version: 1\nagent: {command: "+c.command+"}\nruns: 2\ntimeout: 1s\nscenarios: [{name: a}]\n", "")
+			start := time.Now()
+			rep, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("took %s", d)
+			}
+			for _, o := range rep.Outcomes {
+				if o.Passed || o.Reason != c.reason || o.ExitCode != c.exit || o.Status != "failed" {
+					t.Errorf("#%d: passed %v reason %q exit %d status %q (%v)", o.Index, o.Passed, o.Reason, o.ExitCode, o.Status, o.Failures)
+				}
+			}
+			if rep.Overall.FailuresByReason[c.reason] != 2 {
+				t.Errorf("failures by reason %v", rep.Overall.FailuresByReason)
+			}
+		})
+	}
+}

@@ -1,0 +1,161 @@
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeSuite writes text to a suite file in a temporary folder.
+func writeSuite(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "suite.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// lineWith returns the 1-based number of the first line of text containing
+// marker.
+func lineWith(t *testing.T, text, marker string) int {
+	t.Helper()
+	for i, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, marker) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no line contains %q", marker)
+	return 0
+}
+
+const goodSuite = `version: 1
+name: demo
+agent: {go: demo-agent}
+scenarios:
+  - name: first
+    input: hello
+    expect:
+      exit_code: 0
+      output: "(?i)hi"
+      status: succeeded
+      trajectory: {mode: subset, tools: [lookup]}
+  - name: second
+    input: bye
+`
+
+func TestLoadSuiteDefaults(t *testing.T) {
+	s, err := LoadSuite(writeSuite(t, goodSuite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Runs != 10 || s.Concurrency != 4 || time.Duration(s.Timeout) != 60*time.Second || s.Model != "gpt-4o-mini" {
+		t.Errorf("defaults: runs %d, concurrency %d, timeout %s, model %q", s.Runs, s.Concurrency, time.Duration(s.Timeout), s.Model)
+	}
+	if len(s.Scenarios) != 2 || s.Scenarios[0].Expect.output == nil || !s.Scenarios[0].Expect.output.MatchString("Hi there") {
+		t.Errorf("scenario expectations not compiled: %+v", s.Scenarios)
+	}
+	if s.Dir != filepath.Dir(s.Path) {
+		t.Errorf("Dir %q, Path %q", s.Dir, s.Path)
+	}
+}
+
+func TestLoadSuiteExample(t *testing.T) {
+	s, err := LoadSuite("../examples/refund-agent/suite.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Agent.Go != "refund-agent" || len(s.Scenarios) != 7 || s.Providers.Sim == nil || s.Providers.Sim.Profile != "flaky" {
+		t.Errorf("example suite read as agent %q, %d scenarios, providers %+v", s.Agent.Go, len(s.Scenarios), s.Providers)
+	}
+	if _, err := LoadSuite("../examples/refund-agent/storm.yaml"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestLoadSuiteErrors: a suite with an unknown key, a missing agent or a
+// malformed expectation is refused with an error naming the file, the line
+// and the field (issue 5).
+func TestLoadSuiteErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		text   string
+		marker string // a text on the line the error must name
+		field  string // the field path the error must name
+		says   string // a part of the message
+	}{
+		{"unknown top-level key", strings.Replace(goodSuite, "name: demo", "name: demo\nconcurency: 4", 1),
+			"concurency", "concurency", "unknown field"},
+		{"unknown key in expect", strings.Replace(goodSuite, "      status: succeeded", "      status: succeeded\n      outptu: x", 1),
+			"outptu", "scenarios.0.expect.outptu", "unknown field"},
+		{"unknown key in second scenario", goodSuite + "    expect: {stop_reasn: killed}\n",
+			"stop_reasn", "scenarios.1.expect.stop_reasn", "known here:"},
+		{"missing agent", strings.Replace(goodSuite, "agent: {go: demo-agent}\n", "", 1),
+			"version: 1", "agent", "exactly one of agent.go"},
+		{"both agents", strings.Replace(goodSuite, "{go: demo-agent}", "{go: demo-agent, command: [./a]}", 1),
+			"agent:", "agent", "exactly one of agent.go"},
+		{"bad regex", strings.Replace(goodSuite, `"(?i)hi"`, `"(unclosed"`, 1),
+			"(unclosed", "scenarios.0.expect.output", "not a regular expression"},
+		{"bad trajectory mode", strings.Replace(goodSuite, "mode: subset", "mode: sorted", 1),
+			"mode: sorted", "scenarios.0.expect.trajectory.mode", `"sorted" is not a mode`},
+		{"bad status", strings.Replace(goodSuite, "status: succeeded", "status: done", 1),
+			"status: done", "scenarios.0.expect.status", `"done" is not a run status`},
+		{"bad duration", strings.Replace(goodSuite, "name: demo", "name: demo\ntimeout: soon", 1),
+			"timeout: soon", "timeout", "not a duration"},
+		{"bad number", strings.Replace(goodSuite, "exit_code: 0", "exit_code: zero", 1),
+			"exit_code: zero", "scenarios.0.expect.exit_code", "cannot unmarshal"},
+		{"bad max_cost_usd", strings.Replace(goodSuite, "status: succeeded", "status: succeeded\n      max_cost_usd: lots", 1),
+			"max_cost_usd: lots", "scenarios.0.expect.max_cost_usd", ""},
+		{"duplicate scenario", strings.Replace(goodSuite, "name: second", "name: first", 1),
+			"name: first\n", "scenarios.1.name", "named twice"},
+		{"version 2", strings.Replace(goodSuite, "version: 1", "version: 2", 1),
+			"version: 2", "version", "this belay reads version 1"},
+		// A newer suite may carry fields this belay does not know: the
+		// version is what to tell the user about.
+		{"version 2 with new fields", strings.Replace(goodSuite, "version: 1", "version: 2\nretries: 3", 1),
+			"version: 2", "version", "this belay reads version 1"},
+		{"bad approval decision", goodSuite + "approvals:\n  - {tool: issue_refund, decision: maybe}\n",
+			"decision: maybe", "approvals.0.decision", "not a decision"},
+		{"no scenarios", "version: 1\nagent: {go: a}\nscenarios: []\n", "scenarios", "scenarios", "at least one scenario"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeSuite(t, c.text)
+			_, err := LoadSuite(path)
+			if !errors.Is(err, ErrBadSuite) {
+				t.Fatalf("err = %v, want ErrBadSuite", err)
+			}
+			msg := err.Error()
+			marker := strings.TrimSuffix(c.marker, "\n")
+			line := lineWith(t, c.text, marker)
+			if c.name == "duplicate scenario" {
+				line = strings.LastIndex(c.text, "name: first") // second occurrence
+				line = strings.Count(c.text[:line], "\n") + 1
+			}
+			if want := fmt.Sprintf("%s:%d: %s:", path, line, c.field); !strings.Contains(msg, want) {
+				t.Errorf("error %q\ndoes not name %q", msg, want)
+			}
+			if !strings.Contains(msg, c.says) {
+				t.Errorf("error %q does not say %q", msg, c.says)
+			}
+		})
+	}
+}
+
+func TestLoadSuiteUnreadable(t *testing.T) {
+	_, err := LoadSuite(filepath.Join(t.TempDir(), "missing.yaml"))
+	if !errors.Is(err, ErrBadSuite) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("err = %v, want ErrBadSuite wrapping ErrNotExist", err)
+	}
+	p := writeSuite(t, "version: 1\nagent: [unclosed\n")
+	if _, err := LoadSuite(p); !errors.Is(err, ErrBadSuite) || !strings.Contains(err.Error(), p) {
+		t.Errorf("syntax error: %v", err)
+	}
+	if _, err := LoadSuite(writeSuite(t, "")); !errors.Is(err, ErrBadSuite) {
+		t.Errorf("empty file: %v", err)
+	}
+}
