@@ -390,7 +390,9 @@ func TestRetryBudgetLimitsConcurrentRetries(t *testing.T) {
 }
 
 // Waiting for a server's Retry-After holds no retry budget: ten calls that
-// all wait before their retry are all retried on the same deployment.
+// all wait before their retry are all retried on the same deployment. The
+// waits differ (1s, 2s, …), so the retry attempts do not overlap in time and
+// only the waits could have held the budget.
 func TestRetryBudgetNotHeldWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := testConfig()
@@ -401,7 +403,7 @@ func TestRetryBudgetNotHeldWhileWaiting(t *testing.T) {
 		seen := map[*int]bool{}
 		var onA int
 		var wg sync.WaitGroup
-		for range 10 {
+		for i := range 10 {
 			wg.Go(func() {
 				id := new(int)
 				res, err := r.Do(t.Context(), "smart", func(ctx context.Context, d *Deployment) error {
@@ -410,7 +412,7 @@ func TestRetryBudgetNotHeldWhileWaiting(t *testing.T) {
 					if d.Name == "a" && !seen[id] {
 						seen[id] = true
 						f := fail(failure.RateLimited)
-						f.RetryAfter, f.HasRetryAfter = time.Second, true
+						f.RetryAfter, f.HasRetryAfter = time.Duration(i+1)*time.Second, true
 						return f
 					}
 					return nil

@@ -32,7 +32,8 @@ type StepEvent struct {
 
 // DefaultVolatile lists the attributes that vary between two runs doing the
 // same thing, and so are left out of the canonical form:
-//   - ids: tool call, conversation, response, request ids, idempotency keys;
+//   - ids: tool call, conversation, response, request and approval ids,
+//     idempotency keys, and any event attribute named "id";
 //   - timing: belay.wait_ms, belay.latency_ms;
 //   - token counts and cost: they move with sampling and token estimates
 //     even when the behaviour is the same, so cost is judged by budgets and
@@ -41,7 +42,7 @@ type StepEvent struct {
 // Span, trace, parent and run ids, timestamps and durations are never part
 // of the canonical form.
 var DefaultVolatile = []string{
-	AttrToolCallID, AttrConversationID, AttrResponseID, AttrRequestID, AttrIdempotency,
+	AttrToolCallID, AttrConversationID, AttrResponseID, AttrRequestID, AttrIdempotency, AttrApproval, "id",
 	AttrWaitMS, AttrLatencyMS,
 	AttrInputTokens, AttrOutputTokens, AttrCachedInputTokens, AttrCacheWriteTokens, AttrReasoningTokens,
 	AttrCostUSD, AttrCostEstimated,

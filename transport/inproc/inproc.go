@@ -79,10 +79,17 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
-		stop()
-		err := context.Cause(ctx)
-		pr.CloseWithError(err)
-		return nil, err
+		// The handler may have answered and returned (its deferred cancel
+		// ends ctx) at the same moment: an answer that is ready wins, or
+		// a finished response would be reported as canceled.
+		select {
+		case <-w.ready:
+		default:
+			stop()
+			err := context.Cause(ctx)
+			pr.CloseWithError(err)
+			return nil, err
+		}
 	}
 	resp := w.resp
 	resp.Body = &body{pr: pr, cancel: cancel, stop: stop}

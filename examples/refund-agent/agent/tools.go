@@ -85,7 +85,9 @@ func (a *Agent) tool(name string, args json.RawMessage) (ToolFunc, bool) {
 			if err != nil {
 				return nil, err
 			}
-			return json.Marshal(r)
+			// What the model sees: the refund, not the payments system's
+			// bookkeeping (its idempotency key).
+			return json.Marshal(map[string]any{"refund_id": r.ID, "order_id": r.OrderID, "amount_usd": r.AmountUSD})
 		}, true
 	case ToolSendEmail:
 		return func(ctx context.Context, _ string) (json.RawMessage, error) {
