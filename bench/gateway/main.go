@@ -55,7 +55,7 @@ func main() {
 	flag.IntVar(&o.streams, "streams", 10000, "streamed requests per target for stream integrity")
 	flag.StringVar(&concList, "conc", "32,64", "concurrency levels for throughput at saturation")
 	flag.DurationVar(&o.tdur, "tdur", 3*time.Second, "duration of each throughput measurement")
-	flag.Int64Var(&o.rssFrom, "rss-from", 20000, "belay requests at the first RSS reading (-full: 100000)")
+	flag.Int64Var(&o.rssFrom, "rss-from", 30000, "belay requests at the first RSS reading (-full: 100000)")
 	flag.Int64Var(&o.rssTo, "rss-to", 100000, "belay requests at the second RSS reading (-full: 1000000)")
 	flag.IntVar(&o.stormN, "storm", 2000, "client requests under the storm profile (-full: 10000)")
 	flag.IntVar(&o.downN, "down", 2000, "client requests with one deployment down")
@@ -192,6 +192,7 @@ func run(ctx context.Context, o options) error {
 	if m.storm, err = storm(ctx, sp, o.stormN, 64); err != nil {
 		return err
 	}
+	step("storm: %d of %d succeeded, %.0f upstream attempts", m.storm.succeeded, m.storm.requests, m.storm.attempts)
 	step("one deployment down: %d requests, concurrency 16", o.downN)
 	if m.down, err = halfDown(ctx, sp, o.downN, 16); err != nil {
 		return err
