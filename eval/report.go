@@ -67,6 +67,9 @@ type Sample struct {
 // ScenarioReport is one scenario's summary and samples.
 type ScenarioReport struct {
 	Summary
+	// Samples holds every run, for the gate's cost and latency checks.
+	// Empty (or null) means no samples: `belay gate` then compares the
+	// scenario's pass rate only; a non-empty list must hold Runs samples.
 	Samples []Sample `json:"samples"`
 	// Example holds up to three failed runs, with why, for a reader.
 	Examples []Outcome `json:"failed_examples,omitempty"`

@@ -61,6 +61,11 @@ type job struct {
 // suite cannot run at all (no agent, a harness that cannot start); a run
 // that fails, times out or crashes is a result, not an error.
 func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) (*Report, error) {
+	// A suite built in code skips LoadSuite: a NaN here would end up in
+	// the report, which JSON cannot encode.
+	if err := checkMinPassRate(s.MinPassRate); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadSuite, s.Path, err)
+	}
 	var inproc Agent
 	if s.Agent.Go != "" {
 		a, err := lookupAgent(s.Agent.Go)

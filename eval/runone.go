@@ -1,7 +1,6 @@
 package eval
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -198,22 +197,37 @@ func (r *runner) command(ctx context.Context, env Env) (int, string, error) {
 	for k, v := range r.suite.Agent.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Stdin = strings.NewReader(env.Input)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 2 * time.Second
-	err := cmd.Run()
+	stdout, _, err := runGroup(cmd, env.Input)
+	out := string(stdout)
+	if code, ok := ownExit(cmd); ok {
+		// The agent ended by itself: its exit decides, even when it ended
+		// just as its time ran out.
+		if code != 0 {
+			return code, out, errExit
+		}
+		return 0, out, nil
+	}
 	if ctx.Err() == context.DeadlineExceeded {
-		return -1, stdout.String(), errAgentTimeout
+		return -1, out, errAgentTimeout
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return ee.ExitCode(), stdout.String(), errExit
+		return ee.ExitCode(), out, errExit // killed by a signal: -1
 	}
-	if err != nil {
-		return -1, stdout.String(), err
+	if err == nil {
+		err = errors.New("the agent ended without an exit status")
 	}
-	return 0, stdout.String(), nil
+	return -1, out, err
+}
+
+// ownExit returns the exit code of a command whose process has ended by
+// itself (not by a signal); ok is false otherwise.
+func ownExit(cmd *exec.Cmd) (code int, ok bool) {
+	st := cmd.ProcessState
+	if st == nil || !st.Exited() {
+		return 0, false
+	}
+	return st.ExitCode(), true
 }
 
 // expect returns the expectations of the named scenario.
@@ -292,14 +306,20 @@ func (r *runner) check(ctx context.Context, env Env, check string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.suite.Timeout))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", check)
-	cmd.WaitDelay = 2 * time.Second
 	cmd.Dir = r.suite.Dir
 	cmd.Env = append(os.Environ(), "BELAY_WORLD="+env.WorldPath, "BELAY_RUN_ID="+env.RunID)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%w: %s", err, clip(strings.TrimSpace(string(out)), 200))
+	stdout, stderr, err := runGroup(cmd, "")
+	if code, ok := ownExit(cmd); ok && code == 0 {
+		return nil // judged by its own exit, whatever it left running
 	}
-	return nil
+	if err == nil {
+		err = errors.New("the check ended without an exit status")
+	}
+	out := strings.TrimSpace(string(stdout) + string(stderr))
+	if ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("timed out after %s", time.Duration(r.suite.Timeout))
+	}
+	return fmt.Errorf("%w: %s", err, clip(out, 200))
 }
 
 // golden compares the run's canonical trace with the scenario's golden one.

@@ -167,32 +167,38 @@ func LoadSuite(path string) (*Suite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSuite, err)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, fmt.Errorf("%w: %s: %s", ErrBadSuite, path, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if len(root.Content) == 0 {
-		return nil, fmt.Errorf("%w: %s: the file is empty", ErrBadSuite, path)
-	}
+	var root *yaml.Node
 	located := func(err error) error {
 		var fe *fieldError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("%w: %s:%d: %s: %s", ErrBadSuite, path, lineOf(&root, fe.path), strings.Join(fe.path, "."), fe.msg)
+		if !errors.As(err, &fe) {
+			return fmt.Errorf("%w: %s: %w", ErrBadSuite, path, err)
 		}
-		return fmt.Errorf("%w: %s: %w", ErrBadSuite, path, err)
+		line := fe.line
+		if line == 0 && root != nil {
+			line = lineOf(root, fe.path)
+		}
+		if len(fe.path) == 0 {
+			return fmt.Errorf("%w: %s:%d: %s", ErrBadSuite, path, line, fe.msg)
+		}
+		return fmt.Errorf("%w: %s:%d: %s: %s", ErrBadSuite, path, line, strings.Join(fe.path, "."), fe.msg)
 	}
-	// The version first: a newer suite may use fields this belay lacks.
-	if err := checkVersion(&root); err != nil {
+	root, err = readDocument(b)
+	if err != nil {
 		return nil, located(err)
 	}
-	if err := checkFields(&root, reflect.TypeFor[Suite](), nil); err != nil {
+	// The version first: a newer suite may use fields this belay lacks.
+	if err := checkVersion(root); err != nil {
+		return nil, located(err)
+	}
+	if err := checkFields(root, reflect.TypeFor[Suite](), nil); err != nil {
 		return nil, located(err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	s := &Suite{}
 	if err := dec.Decode(s); err != nil {
-		return nil, fmt.Errorf("%w: %s: %s", ErrBadSuite, path, strings.TrimPrefix(err.Error(), "yaml: "))
+		// checkFields has seen every field; this is a last resort.
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadSuite, path, plainYAMLError(err))
 	}
 	s.Path = path
 	s.Dir = filepath.Dir(path)
@@ -202,14 +208,23 @@ func LoadSuite(path string) (*Suite, error) {
 	return s, nil
 }
 
+// fieldError is a problem with one field of a suite: its path (map keys
+// and list indexes), and the line when the check knew it (otherwise it is
+// looked up from the path).
 type fieldError struct {
 	path []string
+	line int
 	msg  string
 }
 
 func (e *fieldError) Error() string { return strings.Join(e.path, ".") + ": " + e.msg }
 
 func bad(msg string, path ...string) error { return &fieldError{path: path, msg: msg} }
+
+// badAt is bad at the line of node n.
+func badAt(n *yaml.Node, msg string, path ...string) error {
+	return &fieldError{path: path, line: n.Line, msg: msg}
+}
 
 func (s *Suite) validate() error {
 	if s.Version != SuiteVersion {
@@ -236,8 +251,8 @@ func (s *Suite) validate() error {
 	if s.Model == "" {
 		s.Model = "gpt-4o-mini"
 	}
-	if s.MinPassRate != nil && (*s.MinPassRate < 0 || *s.MinPassRate > 1) {
-		return bad("must be between 0 and 1", "min_pass_rate")
+	if err := checkMinPassRate(s.MinPassRate); err != nil {
+		return err
 	}
 	if err := s.Providers.validate("providers"); err != nil {
 		return err
@@ -269,6 +284,15 @@ func (s *Suite) validate() error {
 	return nil
 }
 
+// checkMinPassRate accepts no value or a finite number in [0, 1] (NaN
+// compares false with everything, so it is refused too).
+func checkMinPassRate(v *float64) error {
+	if v != nil && !(*v >= 0 && *v <= 1) {
+		return bad(fmt.Sprintf("must be a number between 0 and 1, not %v", *v), "min_pass_rate")
+	}
+	return nil
+}
+
 func (p *Providers) validate(path ...string) error {
 	if p.Sim != nil && p.Config != "" {
 		return bad("name either sim or config, not both", path...)
@@ -293,6 +317,9 @@ func (p *Providers) validate(path ...string) error {
 func (l *LimitsSpec) validate(path ...string) error {
 	if l.MaxTurns < 0 {
 		return bad("must be ≥ 0", append(path, "max_turns")...)
+	}
+	if l.MaxTokens < 0 {
+		return bad("must be ≥ 0", append(path, "max_tokens")...)
 	}
 	if l.MaxCostUSD != "" {
 		if _, err := parseUSD(l.MaxCostUSD); err != nil {
@@ -362,10 +389,7 @@ func (sc *Scenario) validate(i int, seen map[string]bool) error {
 // lineOf finds the line of a dotted path (map keys and sequence indexes) in
 // a YAML document, or of the deepest part of it that exists.
 func lineOf(root *yaml.Node, path []string) int {
-	n := root
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
+	n := resolve(root)
 	line := n.Line
 	for _, p := range path {
 		var next *yaml.Node
@@ -387,7 +411,7 @@ func lineOf(root *yaml.Node, path []string) int {
 		if next == nil {
 			return line
 		}
-		n = next
+		n = resolve(next)
 	}
 	return line
 }

@@ -89,7 +89,7 @@ func TestLoadSuiteErrors(t *testing.T) {
 		says   string // a part of the message
 	}{
 		{"unknown top-level key", strings.Replace(goodSuite, "name: demo", "name: demo\nconcurency: 4", 1),
-			"concurency", "concurency", "unknown field"},
+			"concurency", "concurency", `unknown field "concurency"`},
 		{"unknown key in expect", strings.Replace(goodSuite, "      status: succeeded", "      status: succeeded\n      outptu: x", 1),
 			"outptu", "scenarios.0.expect.outptu", "unknown field"},
 		{"unknown key in second scenario", goodSuite + "    expect: {stop_reasn: killed}\n",
@@ -107,7 +107,7 @@ func TestLoadSuiteErrors(t *testing.T) {
 		{"bad duration", strings.Replace(goodSuite, "name: demo", "name: demo\ntimeout: soon", 1),
 			"timeout: soon", "timeout", "not a duration"},
 		{"bad number", strings.Replace(goodSuite, "exit_code: 0", "exit_code: zero", 1),
-			"exit_code: zero", "scenarios.0.expect.exit_code", "cannot unmarshal"},
+			"exit_code: zero", "scenarios.0.expect.exit_code", `must be a whole number, not "zero"`},
 		{"bad max_cost_usd", strings.Replace(goodSuite, "status: succeeded", "status: succeeded\n      max_cost_usd: lots", 1),
 			"max_cost_usd: lots", "scenarios.0.expect.max_cost_usd", ""},
 		{"duplicate scenario", strings.Replace(goodSuite, "name: second", "name: first", 1),

@@ -1,86 +1,254 @@
 package eval
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
 
+// The checks in this file read the YAML node tree before the suite is
+// decoded, so that every error names the file's line and the field's path
+// in the user's words ("must be a whole number", "unknown field"), never a
+// Go type.
+
+// readDocument parses b as exactly one YAML document.
+func readDocument(b []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty")
+		}
+		return nil, syntaxError(err)
+	}
+	var more yaml.Node
+	switch err := dec.Decode(&more); {
+	case errors.Is(err, io.EOF):
+		return &root, nil
+	case err != nil:
+		return nil, syntaxError(err)
+	}
+	return nil, &fieldError{line: more.Line, msg: "the file holds more than one YAML document (a second one starts here); a suite is one document"}
+}
+
+var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError turns a YAML parse error into a *fieldError at its line.
+func syntaxError(err error) error {
+	fe := &fieldError{msg: plainYAMLError(err)}
+	if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
+		fe.line, _ = strconv.Atoi(m[1])
+	}
+	return fe
+}
+
 // checkVersion reads only the version of a suite document, so a file of
 // another version is refused for its version, not for fields this belay
 // does not know.
 func checkVersion(root *yaml.Node) error {
-	var head struct {
-		Version int `yaml:"version"`
+	top := resolve(root)
+	if top.Kind != yaml.MappingNode {
+		return badAt(top, fmt.Sprintf("a suite is a mapping of fields (version, agent, scenarios, …), not %s", describe(top)))
 	}
-	if err := root.Decode(&head); err != nil {
-		return bad("must be a whole number", "version")
+	var v *yaml.Node
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value == "version" {
+			v = resolve(top.Content[i+1])
+			break
+		}
 	}
-	if head.Version == 0 {
+	if v == nil {
 		return bad(fmt.Sprintf("version is required (this belay reads version %d)", SuiteVersion), "version")
 	}
-	if head.Version != SuiteVersion {
-		return bad(fmt.Sprintf("version %d is not understood (this belay reads version %d)", head.Version, SuiteVersion), "version")
+	var version int
+	if v.Kind != yaml.ScalarNode || v.Decode(&version) != nil {
+		return badAt(v, fmt.Sprintf("must be a whole number, not %s", describe(v)), "version")
+	}
+	if version != SuiteVersion {
+		return badAt(v, fmt.Sprintf("version %d is not understood (this belay reads version %d)", version, SuiteVersion), "version")
 	}
 	return nil
 }
 
 // checkFields walks a YAML node against the Go type it decodes into and
-// returns a *fieldError for the first key the type does not have, or the
-// first value that does not decode into its field (a duration, a number),
-// so the message can name the field's path and line.
+// returns a *fieldError for the first key the type does not have, key
+// given twice, or value of the wrong shape (a list where a mapping belongs,
+// a word where a number belongs, a bad duration), naming the field's path
+// and line.
 func checkFields(n *yaml.Node, t reflect.Type, path []string) error {
-	for n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
+	n = resolve(n)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch {
-	case t.Kind() == reflect.Struct && t != reflect.TypeFor[Duration]() && n.Kind == yaml.MappingNode:
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i].Value
-			p := append(append([]string(nil), path...), key)
-			f, ok := fields[key]
-			if !ok {
-				return bad(fmt.Sprintf("unknown field (known here: %s)", strings.Join(sortedNames(fields), ", ")), p...)
-			}
-			if err := checkFields(n.Content[i+1], f.Type, p); err != nil {
-				return err
-			}
-		}
-		return nil
-	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode && isStructish(t.Elem()):
-		for i, item := range n.Content {
-			p := append(append([]string(nil), path...), fmt.Sprint(i))
-			if err := checkFields(item, t.Elem(), p); err != nil {
-				return err
-			}
-		}
-		return nil
+	if len(path) > 0 && isNull(n) {
+		return nil // an empty value leaves the field at its default
 	}
-	if len(path) == 0 {
+	switch {
+	case isStructish(t):
+		if n.Kind != yaml.MappingNode {
+			return badAt(n, fmt.Sprintf("must be a mapping of fields (%s), not %s", strings.Join(sortedNames(yamlFields(t)), ", "), describe(n)), path...)
+		}
+		return checkMapping(n, t, path, map[string]int{})
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return badAt(n, "must be a list, not "+describe(n), path...)
+		}
+		for i, item := range n.Content {
+			if err := checkFields(item, t.Elem(), appendPath(path, strconv.Itoa(i))); err != nil {
+				return err
+			}
+		}
 		return nil
+	case t.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return badAt(n, "must be a mapping (key: value), not "+describe(n), path...)
+		}
+	}
+	if isWhole(t) && n.ShortTag() == "!!float" {
+		// The decoder would truncate 1.5 to 1.
+		return badAt(n, valueMessage(t, n, nil), path...)
 	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
-		return bad(decodeMessage(err), path...)
+		return badAt(n, valueMessage(t, n, err), path...)
 	}
 	return nil
+}
+
+// isWhole reports whether t holds whole numbers read as plain numbers.
+func isWhole(t reflect.Type) bool {
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// checkMapping checks the keys and values of mapping n against struct t;
+// seen maps the keys already given to their lines. A merge key ("<<", YAML
+// 1.1) brings in the keys of another mapping, which keys given explicitly
+// override.
+func checkMapping(n *yaml.Node, t reflect.Type, path []string, seen map[string]int) error {
+	fields := yamlFields(t)
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return badAt(k, "a key must be a plain name, not "+describe(k), path...)
+		}
+		if k.ShortTag() == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		p := appendPath(path, k.Value)
+		f, ok := fields[k.Value]
+		if !ok {
+			return badAt(k, fmt.Sprintf("unknown field %q (known here: %s)", k.Value, strings.Join(sortedNames(fields), ", ")), p...)
+		}
+		if first, dup := seen[k.Value]; dup {
+			return badAt(k, fmt.Sprintf("is given twice (first on line %d)", first), p...)
+		}
+		seen[k.Value] = k.Line
+		if err := checkFields(v, f.Type, p); err != nil {
+			return err
+		}
+	}
+	for _, m := range merges {
+		m = resolve(m)
+		from := []*yaml.Node{m}
+		if m.Kind == yaml.SequenceNode {
+			from = m.Content
+		}
+		for _, src := range from {
+			src = resolve(src)
+			if src.Kind != yaml.MappingNode {
+				return badAt(src, "a merge (<<) must bring in a mapping or a list of mappings, not "+describe(src), path...)
+			}
+			// Merged keys may repeat each other and the explicit keys.
+			if err := checkMapping(src, t, path, map[string]int{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// resolve skips the document node and follows an alias.
+func resolve(n *yaml.Node) *yaml.Node {
+	for {
+		switch {
+		case n.Kind == yaml.DocumentNode && len(n.Content) > 0:
+			n = n.Content[0]
+		case n.Kind == yaml.AliasNode && n.Alias != nil:
+			n = n.Alias
+		default:
+			return n
+		}
+	}
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func appendPath(path []string, p string) []string {
+	return append(append([]string(nil), path...), p)
+}
+
+// describe names what a node holds, for "must be X, not Y".
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "an empty document"
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// valueMessage says what a value of type t must look like, without naming
+// the Go type; types with their own YAML reader (Duration) give their own
+// message.
+func valueMessage(t reflect.Type, n *yaml.Node, err error) string {
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return plainYAMLError(err)
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "must be a whole number, not " + describe(n)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "must be a whole number ≥ 0, not " + describe(n)
+	case reflect.Float32, reflect.Float64:
+		return "must be a number, not " + describe(n)
+	case reflect.Bool:
+		return "must be true or false, not " + describe(n)
+	case reflect.String:
+		return "must be text, not " + describe(n)
+	case reflect.Map:
+		return "must be a mapping with plain names as keys"
+	}
+	return plainYAMLError(err)
 }
 
 func isStructish(t reflect.Type) bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	return t.Kind() == reflect.Struct && t != reflect.TypeFor[Duration]()
+	return t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType)
 }
 
 // yamlFields maps a struct's YAML keys to its fields.
@@ -112,10 +280,16 @@ func sortedNames(m map[string]reflect.StructField) []string {
 	return ks
 }
 
-var yamlErrPrefix = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\s*)?(line \d+: )?`)
+var (
+	yamlErrPrefix = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\s*)?(line \d+: )?`)
+	yamlGoType    = regexp.MustCompile(` into [\w\[\]\.\*]+`)
+	yamlNoField   = regexp.MustCompile(`field (\S+) not found in type \S+`)
+)
 
-// decodeMessage drops the location prefixes of a YAML decode error: the
-// caller names the file, line and field itself.
-func decodeMessage(err error) string {
-	return yamlErrPrefix.ReplaceAllString(err.Error(), "")
+// plainYAMLError drops the location prefixes of a YAML error (the caller
+// names the file, line and field itself) and any Go type it names.
+func plainYAMLError(err error) string {
+	s := yamlErrPrefix.ReplaceAllString(err.Error(), "")
+	s = yamlNoField.ReplaceAllString(s, `unknown field "$1"`)
+	return yamlGoType.ReplaceAllString(s, "")
 }

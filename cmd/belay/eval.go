@@ -39,10 +39,14 @@ percentiles, cost per successful run, tokens, failures by reason, turn-cap stops
 golden-trace mismatches. Traces go to the store (--store); look at one with 'belay trace show RUN'.
 
 Exit status: 0 when the suite ran (whatever the pass rates), 1 when the suite's min_pass_rate is not
-met (the overall interval's upper bound is below it), 2 on bad input.`,
+met (the overall interval's upper bound is below it), 2 on bad input (the suite, a flag, the store)
+or when a report file (--json, --junit, --markdown) cannot be written.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := checkEvalFlags(cmd, runs, detect); err != nil {
+				return badInput(err)
+			}
 			s, err := eval.LoadSuite(args[0])
 			if err != nil {
 				return badInput(err)
@@ -52,13 +56,16 @@ met (the overall interval's upper bound is below it), 2 on bad input.`,
 			if cmd.Flags().Changed("seed") {
 				opt.Seed = &seed
 			}
-			if detect > 0 {
+			if cmd.Flags().Changed("detect") {
 				n, err := detectRuns(out, s, baseline, detect)
 				if err != nil {
 					return badInput(err)
 				}
 				if !runDetected {
 					return nil
+				}
+				if n == 0 {
+					return badInput(fmt.Errorf("--run-detected: no scenario of %s can drop by %v", baseline, detect))
 				}
 				opt.Runs = n
 			}
@@ -84,14 +91,16 @@ met (the overall interval's upper bound is below it), 2 on bad input.`,
 				fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", storeURL, storeURL)
 			}
 			for _, w := range []struct {
-				path  string
-				write func(io.Writer) error
-			}{{jsonOut, rep.WriteJSON}, {junit, rep.WriteJUnit}, {markdown, rep.WriteMarkdown}} {
+				flag, path string
+				write      func(io.Writer) error
+			}{{"--json", jsonOut, rep.WriteJSON}, {"--junit", junit, rep.WriteJUnit}, {"--markdown", markdown, rep.WriteMarkdown}} {
 				if w.path == "" {
 					continue
 				}
 				if err := writeFile(w.path, w.write); err != nil {
-					return exit(1, err)
+					// Not a verdict on the suite: CI must not read it as
+					// "min_pass_rate not met".
+					return badInput(fmt.Errorf("cannot write the %s report: %w", w.flag, err))
 				}
 			}
 			if !rep.MinPassRateMet() {
@@ -102,18 +111,35 @@ met (the overall interval's upper bound is below it), 2 on bad input.`,
 		},
 	}
 	f := c.Flags()
-	f.IntVar(&runs, "runs", 0, "runs per scenario (overrides the suite)")
+	f.IntVar(&runs, "runs", 0, "runs per scenario, ≥ 1 (overrides the suite)")
 	f.Int64Var(&seed, "seed", 0, "seed (overrides the suite)")
 	f.StringVar(&storeURL, "store", "sqlite://belay.db", "store for runs and traces: sqlite://PATH or postgres://URL")
 	f.StringVar(&jsonOut, "json", "", "write the JSON report (the baseline format for belay gate) to FILE")
 	f.StringVar(&junit, "junit", "", "write JUnit XML to FILE")
 	f.StringVar(&markdown, "markdown", "", "write a Markdown summary to FILE")
-	f.Float64Var(&detect, "detect", 0, "print the runs per scenario needed to detect a drop of this size (e.g. 0.05) with 80% power at one-sided α=0.05")
+	f.Float64Var(&detect, "detect", 0, "print the runs per scenario needed to detect a drop of this size, in (0, 1) (e.g. 0.05), with 80% power at one-sided α=0.05")
 	f.StringVar(&baseline, "baseline", "", "with --detect: the baseline report whose pass rates the drop is measured from")
 	f.BoolVar(&runDetected, "run-detected", false, "with --detect: run the suite with that many runs per scenario")
 	f.BoolVar(&quiet, "quiet", false, "print nothing but errors")
 	f.BoolVar(&noBar, "no-progress", false, "do not show the progress bar")
 	return c
+}
+
+// checkEvalFlags refuses flag values that would be silently ignored or
+// mean nothing: --runs below 1, a --detect drop outside (0, 1) (NaN
+// included), --run-detected without --detect.
+func checkEvalFlags(cmd *cobra.Command, runs int, detect float64) error {
+	fl := cmd.Flags()
+	if fl.Changed("runs") && runs < 1 {
+		return fmt.Errorf("--runs %d: must be ≥ 1 (runs per scenario)", runs)
+	}
+	if fl.Changed("detect") && !(detect > 0 && detect < 1) {
+		return fmt.Errorf("--detect %v: must be a drop in pass rate between 0 and 1, e.g. 0.05", detect)
+	}
+	if fl.Changed("run-detected") && !fl.Changed("detect") {
+		return errors.New("--run-detected needs --detect DROP")
+	}
+	return nil
 }
 
 // detectRuns prints, per scenario, the runs needed to detect a drop of

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +17,18 @@ func gateCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "gate BASELINE CANDIDATE",
 		Short: "Fail when the candidate's pass rate, cost or latency regressed from the baseline (exit 0 pass, 1 regression, 2 bad input)",
-		Args:  cobra.ExactArgs(2),
+		Long: `gate compares two JSON reports of 'belay eval' (--json) of the same suite: the pass rate of
+each scenario and overall (one-sided tests, Holm-corrected), and cost per success and p95 latency
+when the reports carry per-run samples.
+
+A scenario of the baseline that the candidate lacks (removed or renamed) fails the gate, since its
+regression would go unseen; --allow-missing accepts it. A scenario new in the candidate is reported
+and does not fail the gate. A scenario whose report has no samples ("samples": [] or none) is
+compared on its pass rate only.
+
+Exit status: 0 pass, 1 regression or missing scenario, 2 bad input (unreadable report, counts or
+samples that do not add up, a negative cost or latency).`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			base, err := eval.ReadReport(args[0])
 			if err != nil {
@@ -32,7 +46,7 @@ func gateCmd() *cobra.Command {
 				return err
 			}
 			if res.Regressed() {
-				return exit(1, fmt.Errorf("regression: %v", res.Flagged()))
+				return exit(1, gateFailure(res))
 			}
 			return nil
 		},
@@ -43,5 +57,28 @@ func gateCmd() *cobra.Command {
 	f.Float64Var(&cfg.LatencyTolerance, "latency-tolerance", 0.10, "allowed rise in p95 latency")
 	f.IntVar(&cfg.BootstrapIters, "bootstrap", 2000, "bootstrap rounds for the cost and latency checks (negative: off)")
 	f.Int64Var(&cfg.Seed, "seed", 1, "bootstrap seed")
+	f.BoolVar(&cfg.AllowMissing, "allow-missing", false, "accept scenarios of the baseline that the candidate lacks (removed or renamed on purpose)")
 	return c
+}
+
+// gateFailure says why the gate failed: each missing scenario, then the
+// regressed ones.
+func gateFailure(res gate.Result) error {
+	var lines, regressed []string
+	for _, row := range res.Scenarios {
+		switch {
+		case slices.Contains(row.Flags, gate.FlagMissing):
+			lines = append(lines, fmt.Sprintf("scenario %s is in the baseline but not in the candidate: "+
+				"a removed or renamed scenario can hide a regression; pass --allow-missing to accept", row.Name))
+		case row.Regressed():
+			regressed = append(regressed, row.Name)
+		}
+	}
+	if res.Overall.Regressed() {
+		regressed = append(regressed, gate.OverallName)
+	}
+	if len(regressed) > 0 {
+		lines = append(lines, "regression: "+strings.Join(regressed, ", "))
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }

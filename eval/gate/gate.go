@@ -36,13 +36,18 @@
 // are not corrected for multiplicity; the tolerance margin keeps their false
 // alarms rare.
 //
-// A scenario on one side only is reported, not compared, and does not fail
-// the gate. Compare is a pure function and safe for concurrent use.
+// A scenario of the baseline that the candidate lacks fails the gate
+// (FlagMissing) unless Config.AllowMissing: removing or renaming a scenario
+// would otherwise hide its regression, and the overall row pools only the
+// scenarios on both sides. A scenario new in the candidate is reported, not
+// compared, and does not fail the gate. Compare is a pure function and safe
+// for concurrent use.
 package gate
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -54,8 +59,8 @@ var ErrInvalid = errors.New("gate: invalid input")
 // Sample is one run of a scenario.
 type Sample struct {
 	Passed    bool
-	CostUSD   float64 // what the run cost, in US dollars
-	LatencyMS float64 // wall-clock duration of the run, in milliseconds
+	CostUSD   float64 // what the run cost, in US dollars; finite and ≥ 0
+	LatencyMS float64 // wall-clock duration of the run, in milliseconds; finite and ≥ 0
 }
 
 // Group is one scenario's results on one side of the comparison.
@@ -64,7 +69,8 @@ type Group struct {
 	Runs   int    // runs executed, ≥ 0
 	Passes int    // runs that passed, in [0, Runs]
 	// Samples optionally holds every run; when non-empty it must have Runs
-	// entries of which Passes passed. Without samples the cost and latency
+	// entries of which Passes passed, each with a finite, non-negative cost
+	// and latency. Nil or empty means no samples: the cost and latency
 	// checks are skipped for the scenario.
 	Samples []Sample
 }
@@ -98,6 +104,11 @@ type Config struct {
 	// failures for which the z-test is used; below it, Fisher's exact test.
 	// Default 5 (the usual rule for the normal approximation). Must be ≥ 0.
 	MinCell int `json:"min_cell"`
+	// AllowMissing accepts scenarios of the baseline that the candidate
+	// lacks (removed or renamed on purpose). Default false: such a scenario
+	// is flagged FlagMissing and fails the gate, since its regression would
+	// go unseen.
+	AllowMissing bool `json:"allow_missing"`
 }
 
 // minBootstrapSamples is the fewest runs per side for a cost or latency
@@ -159,9 +170,12 @@ func (g Group) validate(side string) error {
 		return fmt.Errorf("%w: %s: %d samples for %d runs", ErrInvalid, prefix, len(g.Samples), g.Runs)
 	}
 	passed := 0
-	for _, s := range g.Samples {
+	for i, s := range g.Samples {
 		if s.Passed {
 			passed++
+		}
+		if !(s.CostUSD >= 0 && s.LatencyMS >= 0) || math.IsInf(s.CostUSD, 0) || math.IsInf(s.LatencyMS, 0) {
+			return fmt.Errorf("%w: %s: sample %d: cost %v USD, latency %v ms: need finite values ≥ 0", ErrInvalid, prefix, i, s.CostUSD, s.LatencyMS)
 		}
 	}
 	if passed != g.Passes {
@@ -188,8 +202,8 @@ func index(groups []Group, side string) (map[string]Group, error) {
 // the package documentation for the tests) and returns one row per scenario
 // on either side, sorted by name, and an overall row. It returns an error
 // wrapping ErrInvalid if cfg is out of range or a summary is inconsistent
-// (passes above runs, samples that do not match the counts, a duplicate or
-// empty name).
+// (passes above runs, samples that do not match the counts, a negative or
+// non-finite cost or latency, a duplicate or empty name).
 func Compare(base, cand []Group, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -220,6 +234,9 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 		b, inB := bm[n]
 		c, inC := cm[n]
 		row := newRow(n, b, c, inB, inC)
+		if row.Presence == BaselineOnly && !cfg.AllowMissing {
+			row.Flags = append(row.Flags, FlagMissing)
+		}
 		if row.Presence == Both {
 			withSamples := len(b.Samples) > 0 && len(c.Samples) > 0
 			poolB, poolC = pool(poolB, b, withSamples), pool(poolC, c, withSamples)
@@ -281,12 +298,33 @@ func (r Result) Flagged() []string {
 	return out
 }
 
+// Missing returns the names of the scenarios in the baseline but not in
+// the candidate, in row order, whether or not Config.AllowMissing accepted
+// them.
+func (r Result) Missing() []string {
+	var out []string
+	for _, row := range r.Scenarios {
+		if row.Presence == BaselineOnly {
+			out = append(out, row.Name)
+		}
+	}
+	return out
+}
+
 // String is a one-line verdict.
 func (r Result) String() string {
 	if !r.Regressed() {
 		return fmt.Sprintf("OK: no regression in %d scenarios", len(r.Scenarios))
 	}
-	parts := r.Flagged()
+	var parts []string
+	for _, row := range r.Scenarios {
+		switch {
+		case slices.Contains(row.Flags, FlagMissing):
+			parts = append(parts, row.Name+" (missing in the candidate)")
+		case row.Regressed():
+			parts = append(parts, row.Name)
+		}
+	}
 	if r.Overall.Regressed() {
 		parts = append(parts, OverallName)
 	}

@@ -184,7 +184,9 @@ func TestFisherForSmallCells(t *testing.T) {
 func TestScenarioOnOneSideIsReportedNotFailed(t *testing.T) {
 	base := []Group{{Name: "kept", Runs: 50, Passes: 45}, {Name: "old", Runs: 50, Passes: 50}}
 	cand := []Group{{Name: "kept", Runs: 50, Passes: 45}, {Name: "new", Runs: 50, Passes: 0}}
-	res, err := Compare(base, cand, Config{})
+	// Without AllowMissing the removed scenario fails the gate
+	// (TestAdversary13MissingScenarioFailsGate).
+	res, err := Compare(base, cand, Config{AllowMissing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +322,7 @@ func TestTooFewSamplesSkipsBootstrap(t *testing.T) {
 func TestWriteText(t *testing.T) {
 	base := []Group{{Name: "checkout", Runs: 200, Passes: 177}, {Name: "old", Runs: 10, Passes: 10}}
 	cand := []Group{{Name: "checkout", Runs: 200, Passes: 148}}
-	res, err := Compare(base, cand, Config{})
+	res, err := Compare(base, cand, Config{AllowMissing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +338,7 @@ func TestWriteText(t *testing.T) {
 		"checkout  177/200 88.5%  148/200 74.0%  z     3.71",
 		"REGRESSED pass_rate",
 		"removed",
-		"old: only in the baseline",
+		"old: only in the baseline (removed or renamed, accepted): not compared",
 		"checkout: pass rate fell 88.5% → 74.0% (z = 3.71, one-sided p = 0.0001, Holm-adjusted p = 0.0001 ≤ α = 0.05)",
 	} {
 		if !strings.Contains(out, want) {

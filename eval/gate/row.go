@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/belay-run/belay/eval/stats"
@@ -15,7 +16,7 @@ type Presence int
 
 const (
 	Both          Presence = iota // compared
-	BaselineOnly                  // removed or renamed in the candidate; not compared
+	BaselineOnly                  // removed or renamed in the candidate; not compared, fails the gate unless Config.AllowMissing
 	CandidateOnly                 // new in the candidate; not compared
 )
 
@@ -47,6 +48,9 @@ const (
 	FlagPassRate       Flag = "pass_rate"        // pass rate significantly lower
 	FlagCostPerSuccess Flag = "cost_per_success" // cost per successful run up by more than the tolerance
 	FlagLatencyP95     Flag = "p95_latency"      // p95 latency up by more than the tolerance
+	// FlagMissing: the scenario is in the baseline but not in the candidate
+	// (removed or renamed), and Config.AllowMissing is false.
+	FlagMissing Flag = "missing"
 )
 
 // Counts are one side's runs and passes; Rate is NaN without runs.
@@ -213,8 +217,10 @@ func p95Latency() func([]Sample) float64 {
 func (r *Row) explain(cfg Config, overall bool) {
 	var parts []string
 	switch {
+	case r.Presence == BaselineOnly && slices.Contains(r.Flags, FlagMissing):
+		parts = append(parts, "in the baseline but not in the candidate: a removed or renamed scenario can hide a regression; accept it with --allow-missing (Config.AllowMissing)")
 	case r.Presence == BaselineOnly:
-		parts = append(parts, "only in the baseline (removed or renamed?): not compared")
+		parts = append(parts, "only in the baseline (removed or renamed, accepted): not compared")
 	case r.Presence == CandidateOnly:
 		parts = append(parts, "only in the candidate (new scenario): not compared")
 	case r.Test == TestNone && overall:

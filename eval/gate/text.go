@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -118,6 +119,8 @@ func interval(c RatioCheck) string {
 
 func verdict(row Row) string {
 	switch {
+	case slices.Equal(row.Flags, []Flag{FlagMissing}):
+		return "MISSING"
 	case row.Regressed():
 		s := "REGRESSED"
 		for i, f := range row.Flags {
