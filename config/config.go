@@ -31,7 +31,10 @@ const (
 	DefaultListen       = "127.0.0.1:4000"
 	DefaultStore        = "sqlite://belay.db"
 	DefaultMaxBodyBytes = 32 << 20 // 32 MiB
-	DefaultCapture      = CaptureRedacted
+	// DefaultMaxUpstreamBodyBytes bounds what is read of one upstream
+	// response (or one stream event).
+	DefaultMaxUpstreamBodyBytes = 32 << 20 // 32 MiB
+	DefaultCapture              = CaptureRedacted
 )
 
 // Config is the whole configuration. The zero value of each field means its
@@ -78,6 +81,11 @@ type Config struct {
 	// MaxBodyBytes is the largest request body accepted; a larger one is
 	// refused with 413. Default 32 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxUpstreamBodyBytes is the most the gateway reads of one upstream
+	// response body (non-streamed), and of one stream event; a larger
+	// response fails the attempt as a server error of the deployment
+	// (transient: retried, then the chain falls back). Default 32 MiB.
+	MaxUpstreamBodyBytes int64 `yaml:"max_upstream_body_bytes"`
 
 	// Path is the file the configuration was read from; empty for Default.
 	Path string `yaml:"-"`
@@ -258,6 +266,11 @@ type Timeouts struct {
 	// HeaderRead is how long a client may take to send its request
 	// headers (http.Server.ReadHeaderTimeout). Default 10s.
 	HeaderRead Duration `yaml:"header_read"`
+	// BodyRead is how long a client may take to send its request body,
+	// counted from the end of its headers; a client that trickles its body
+	// is cut off (the connection is closed). It does not bound the
+	// response: a long stream is not affected. Default 60s.
+	BodyRead Duration `yaml:"body_read"`
 	// ClientIdle is how long an idle keep-alive client connection stays
 	// open (http.Server.IdleTimeout). Default 120s.
 	ClientIdle Duration `yaml:"client_idle"`

@@ -12,6 +12,7 @@ const (
 	DefaultFirstToken = 60 * time.Second
 	DefaultIdle       = 60 * time.Second
 	DefaultHeaderRead = 10 * time.Second
+	DefaultBodyRead   = 60 * time.Second
 	DefaultClientIdle = 120 * time.Second
 )
 
@@ -59,6 +60,9 @@ func (c *Config) applyDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if c.MaxUpstreamBodyBytes == 0 {
+		c.MaxUpstreamBodyBytes = DefaultMaxUpstreamBodyBytes
+	}
 	if len(c.Models) == 0 {
 		c.Models = defaultModels()
 	}
@@ -92,6 +96,7 @@ func (c *Config) applyDefaults() {
 	setDur(&t.FirstToken, DefaultFirstToken)
 	setDur(&t.Idle, DefaultIdle)
 	setDur(&t.HeaderRead, DefaultHeaderRead)
+	setDur(&t.BodyRead, DefaultBodyRead)
 	setDur(&t.ClientIdle, DefaultClientIdle)
 }
 

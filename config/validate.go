@@ -65,6 +65,9 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("max_body_bytes: %d is negative; want a byte count (default %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)
 	}
+	if c.MaxUpstreamBodyBytes < 0 {
+		return fmt.Errorf("max_upstream_body_bytes: %d is negative; want a byte count (default %d)", c.MaxUpstreamBodyBytes, DefaultMaxUpstreamBodyBytes)
+	}
 	return nil
 }
 

@@ -102,6 +102,24 @@ func describe(tok json.Token, err error) string {
 	return fmt.Sprintf("starts with %v", tok)
 }
 
+// DecodeObject decodes a request body into v, which must point to a
+// struct: a body that is not one JSON object (null, an array, a string, a
+// number) is a *FieldError on "body" ("must be a JSON object"), and decode
+// errors are turned into a *FieldError by DecodeError.
+func DecodeObject(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "" {
+			return Field("body", "must be a JSON object, not %s", te.Value)
+		}
+		return DecodeError(err)
+	}
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '{' { // null decodes into any struct
+		return Field("body", "must be a JSON object, not null")
+	}
+	return nil
+}
+
 // DecodeError turns an error from encoding/json into a *FieldError naming
 // the field: a type mismatch names its JSON path ("messages.content: must be
 // string"), a syntax error names "body". Errors of other types are returned
@@ -131,7 +149,9 @@ func jsonKind(goKind string) string {
 		return "a string"
 	case goKind == "bool":
 		return "a boolean"
-	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goKind, "float"):
 		return "a number"
 	case goKind == "slice" || goKind == "array":
 		return "an array"

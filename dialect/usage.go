@@ -91,3 +91,56 @@ type Accumulator interface {
 	// Input = promptTokens and Output = EstimateTokens(OutputChars()).
 	Estimate(promptTokens int64) Usage
 }
+
+// Token estimates for non-text prompt parts (images, audio, documents). A
+// budget reservation must not price them at 0; these are upper bounds taken
+// from the providers' documentation, not counts.
+const (
+	// OpenAIImageTokens is a high-detail image on OpenAI: 85 base tokens +
+	// 170 per 512-px tile, at most 8 tiles once the image is scaled into
+	// 2048×2048 and its short side to 768 px, so 85 + 170×8 = 1445
+	// (platform.openai.com/docs/guides/images-vision, "Calculating costs").
+	OpenAIImageTokens = 1445
+	// OpenAILowDetailImageTokens is an image sent with detail "low": 85.
+	OpenAILowDetailImageTokens = 85
+	// AnthropicImageTokens is an image on Anthropic: tokens ≈ width ×
+	// height / 750, and images are scaled to at most about 1.15
+	// megapixels, so about 1600 tokens at most
+	// (docs.claude.com/en/docs/build-with-claude/vision, "Evaluate image size").
+	AnthropicImageTokens = 1600
+	// DocumentPageTokens is one page of a PDF document: Anthropic counts
+	// 1,500–3,000 tokens per page (text plus the page's image;
+	// docs.claude.com/en/docs/build-with-claude/pdf-support); the top of
+	// that range is used for both dialects.
+	DocumentPageTokens = 3000
+	// DocumentBytesPerPage is the file size counted as one page when the
+	// page count is unknown: 50 kB.
+	DocumentBytesPerPage = 50_000
+	// AudioTokensPerSecond is OpenAI's audio input rate: one token per
+	// 100 ms of audio.
+	AudioTokensPerSecond = 10
+	// AudioBytesPerSecond is the data rate used to turn an audio clip's
+	// size into a duration: 32 kbit/s, a low speech bitrate, so the
+	// duration (and the estimate) is long rather than short for WAV and
+	// common MP3 rates.
+	AudioBytesPerSecond = 4000
+)
+
+// base64Bytes returns the decoded size of n characters of base64.
+func base64Bytes(n int64) int64 { return max(n, 0) * 3 / 4 }
+
+// EstimateDocumentTokens estimates a document part (a PDF) from the length
+// of its base64 data: DocumentPageTokens per DocumentBytesPerPage of file,
+// at least one page. Data of unknown size (a file id, a URL) passes 0 and
+// is counted as one page.
+func EstimateDocumentTokens(base64Chars int64) int64 {
+	pages := (base64Bytes(base64Chars) + DocumentBytesPerPage - 1) / DocumentBytesPerPage
+	return max(pages, 1) * DocumentPageTokens
+}
+
+// EstimateAudioTokens estimates an audio part from the length of its base64
+// data: AudioTokensPerSecond over a duration taken at AudioBytesPerSecond,
+// at least one token.
+func EstimateAudioTokens(base64Chars int64) int64 {
+	return max(base64Bytes(base64Chars)*AudioTokensPerSecond/AudioBytesPerSecond, 1)
+}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/belay-run/belay/config"
@@ -56,7 +59,8 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 		s.metrics.observe(c, status, err)
 		if err != nil {
 			s.log.LogAttrs(r.Context(), levelFor(err), "model call failed",
-				slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias), slogErr(err))
+				slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias), slogErr(err),
+				slogString("detail", detail(err)))
 		}
 	}
 }
@@ -104,7 +108,14 @@ func (c *call) serve() (int, error) {
 		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, Stream: req.stream,
 	})
 	if err != nil {
-		return c.refuse(asFailure(err))
+		if fe := failure.As(err); fe != nil {
+			return c.refuse(fe)
+		}
+		if c.r.Context().Err() != nil { // the client went away during admission
+			return c.refuse(failure.Wrap(failure.Canceled, context.Cause(c.r.Context())))
+		}
+		// Not a refusal: the run layer could not use the store.
+		return c.storeUnavailable(err)
 	}
 	ctx := turn.Context()
 	if dl := turn.Deadline(); !dl.IsZero() {
@@ -116,6 +127,7 @@ func (c *call) serve() (int, error) {
 	// route + relay
 	res, err := s.router.Do(ctx, routeAlias, c.attempt)
 	s.metrics.observeRoute(req.model, &res)
+	err = c.finalFailure(turn.Context(), err)
 
 	// settle + record
 	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
@@ -136,11 +148,7 @@ func (c *call) serve() (int, error) {
 	c.w.Header().Set(HeaderCostUSD, cost.Decimal())
 	c.setRouteHeaders(&res)
 	if err != nil {
-		fe := asFailure(err)
-		if c.r.Context().Err() != nil {
-			fe = failure.Wrap(failure.Canceled, context.Cause(c.r.Context()))
-		}
-		return c.refuseUpstream(fe)
+		return c.refuseUpstream(asFailure(err))
 	}
 	return c.writeAnswer()
 }
@@ -153,23 +161,55 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 	c.attempts++
 	ctx, wd := newWatchdog(ctx)
 	defer wd.stop()
+	var sent atomic.Bool
+	charged := c.chargeCount()
+	var err error
 	if c.req.stream {
-		return c.attemptStream(ctx, wd, d)
+		err = c.attemptStream(ctx, wd, d, &sent)
+	} else {
+		err = c.attemptOnce(ctx, wd, d, &sent)
 	}
-	return c.attemptOnce(ctx, wd, d)
+	if err == nil {
+		return nil
+	}
+	if sent.Load() && ctx.Err() != nil && timeoutCause(ctx) == nil && c.chargeCount() == charged {
+		// Canceled (the client went away, the run was killed or stopped)
+		// after the request reached the provider, which bills the prompt:
+		// charge it, estimated, as a cut stream is charged.
+		c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
+	}
+	fe := publicFailure(asFailure(err), d.Name)
+	c.s.log.LogAttrs(c.r.Context(), slog.LevelDebug, "attempt failed", slogString("run", c.runID),
+		slogString("deployment", d.Name), slogErr(fe), slogString("detail", detail(fe)))
+	return fe
 }
 
 // readBody reads the request body up to max_body_bytes; a larger body is a
-// RequestTooLarge failure (413).
+// RequestTooLarge failure (413). The read must end within
+// timeouts.body_read: a read deadline is set on the connection for it
+// (where the ResponseWriter supports one) and cleared afterwards, so it
+// never bounds the response, however long a stream lasts. A body not
+// received in time is an InvalidRequest failure, and the server closes the
+// connection.
 func (c *call) readBody() ([]byte, *failure.Error) {
 	limit := c.s.cfg.MaxBodyBytes
+	timeout := c.s.cfg.Timeouts.BodyRead.D()
+	rc := http.NewResponseController(c.w)
+	armed := timeout > 0 && rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, limit))
+	if armed {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			return nil, refusal(failure.RequestTooLarge, fmt.Sprintf("request body is larger than max_body_bytes (%d bytes)", limit))
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, refusal(failure.InvalidRequest, fmt.Sprintf("request body not received within timeouts.body_read (%s)", timeout))
 		}
-		return nil, refusal(failure.InvalidRequest, "reading the request body: "+err.Error())
+		return nil, refusal(failure.InvalidRequest, "reading the request body failed")
 	}
 	return body, nil
 }
@@ -183,14 +223,38 @@ func (c *call) unknownModel(model string) *failure.Error {
 	return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not a configured model alias", model))
 }
 
-// charge records the usage of an attempt on d.
+// charge records the usage of an attempt on d. A negative count (an
+// upstream bug: a negative prompt_tokens, or cached tokens above the
+// prompt) is charged and recorded as 0, and logged.
 func (c *call) charge(d *route.Deployment, u dialect.Usage, estimated bool) {
+	if clamped, neg := clampUsage(u); neg {
+		c.s.log.LogAttrs(c.r.Context(), slog.LevelWarn, "upstream reported a negative token count; charged as 0",
+			slogString("run", c.runID), slogString("deployment", d.Name),
+			slog.Int64("input", u.Input), slog.Int64("output", u.Output), slog.Int64("cached_input", u.CachedInput),
+			slog.Int64("cache_write", u.CacheWrite), slog.Int64("reasoning", u.Reasoning))
+		u = clamped
+	}
 	if u == (dialect.Usage{}) {
 		return
 	}
 	c.mu.Lock()
 	c.charges = append(c.charges, Charge{Deployment: *d, Usage: u, Estimated: estimated})
 	c.mu.Unlock()
+}
+
+// clampUsage returns u with negative counts set to 0, and whether there
+// were any.
+func clampUsage(u dialect.Usage) (dialect.Usage, bool) {
+	neg := u.Input < 0 || u.Output < 0 || u.CachedInput < 0 || u.CacheWrite < 0 || u.Reasoning < 0
+	u.Input, u.Output, u.CachedInput = max(u.Input, 0), max(u.Output, 0), max(u.CachedInput, 0)
+	u.CacheWrite, u.Reasoning = max(u.CacheWrite, 0), max(u.Reasoning, 0)
+	return u, neg
+}
+
+func (c *call) chargeCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.charges)
 }
 
 func (c *call) takeCharges() []Charge {

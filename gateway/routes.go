@@ -2,8 +2,13 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/belay-run/belay/store"
 
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/dialect/openai"
@@ -21,7 +26,74 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", s.ready)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	s.adminRoutes(mux)
-	return mux
+	return inDialect(mux)
+}
+
+// inDialect serves mux, but answers what mux cannot route — an unknown path
+// (404) or a method the path does not take (405, with Allow) — as a JSON
+// error in the caller's dialect: Anthropic's when the path is under
+// /v1/messages or the request carries anthropic-version, OpenAI's
+// otherwise.
+func inDialect(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// mux's own answer: not found, method not allowed, or a redirect
+		// to the canonical path. Keep its status and headers (Allow,
+		// Location); replace a 404 or 405 body.
+		rec := &capture{header: w.Header()}
+		h.ServeHTTP(rec, r)
+		status := rec.status
+		if status != http.StatusNotFound && status != http.StatusMethodNotAllowed {
+			w.WriteHeader(status)
+			_, _ = w.Write(rec.body)
+			return
+		}
+		msg := fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
+		if status == http.StatusMethodNotAllowed {
+			msg = fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow"))
+		}
+		if strings.HasPrefix(r.URL.Path, anthropic.Path) || r.Header.Get("Anthropic-Version") != "" {
+			typ := "not_found_error"
+			if status == http.StatusMethodNotAllowed {
+				typ = "invalid_request_error"
+			}
+			anthropic.WriteError(w, status, typ, msg)
+			return
+		}
+		code := "unknown_url"
+		if status == http.StatusMethodNotAllowed {
+			code = "method_not_allowed"
+		}
+		openai.WriteError(w, status, "invalid_request_error", code, msg)
+	})
+}
+
+// capture records a small response written by one of mux's own handlers;
+// headers go straight to the real writer's header map.
+type capture struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	c.body = append(c.body, b...)
+	return len(b), nil
 }
 
 // listModels answers GET /v1/models with the configured aliases, in the
@@ -56,14 +128,27 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// ready answers /readyz: 200 when the store answers a query within 2s,
-// 503 otherwise.
+// readyProbe is the kill flag /readyz clears to prove the store takes
+// writes: a run id no client can send (X-Belay-Run-Id does not allow "/").
+const readyProbe = "belay/readyz-probe"
+
+// ready answers /readyz: 200 when, within 2s, the store answers a read
+// (ListKills) and commits a write transaction (ClearKill of a flag that
+// does not exist: a no-op DELETE, which still takes the write lock, so a
+// locked or read-only SQLite file or a dead PostgreSQL connection is not
+// ready); 503 otherwise, with the store's error in the log, not the body.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if s.store != nil {
 		ctx, cancel := contextWithTimeout(r, 2*time.Second)
 		defer cancel()
-		if _, err := s.store.ListKills(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+		_, err := s.store.ListKills(ctx)
+		if err == nil {
+			err = s.store.ClearKill(ctx, store.KillRun, readyProbe)
+		}
+		if err != nil {
+			s.log.LogAttrs(r.Context(), slog.LevelWarn, "readyz: store unavailable", slogErr(err))
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
+				"error": "the store does not answer reads and writes"})
 			return
 		}
 	}

@@ -93,7 +93,8 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	}
 	first := a.Chain[0]
 	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
-		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out})
+		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
+		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out)})
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +103,22 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		deadline = rec.Started.Add(rec.Limits.Deadline)
 	}
 	return &runTurn{t: t, adm: adm, deadline: deadline}, nil
+}
+
+// reserve returns the amount to reserve for a call that may be served by
+// any deployment of chain: the largest list-price estimate
+// (budget.Pricing.Estimate of the prompt and output limit) over the chain,
+// since a fallback may land on the most expensive one. Deployments without
+// a price count as 0; when none has one, it returns 0 and the run layer
+// prices the first deployment itself.
+func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64) budget.USD {
+	var most budget.USD
+	for _, d := range chain {
+		if c, err := t.pricing.Estimate(d.Provider, d.Model, prompt, output); err == nil && c > most {
+			most = c
+		}
+	}
+	return most
 }
 
 type runTurn struct {

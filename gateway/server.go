@@ -129,7 +129,9 @@ func (s *Server) Router() *route.Router { return s.router }
 // ListenAndServe serves on cfg.Listen until ctx ends, then shuts down,
 // giving in-flight requests up to 10s to finish. The http.Server has
 // ReadHeaderTimeout = timeouts.header_read (a client that sends its headers
-// slowly cannot hold a connection) and IdleTimeout = timeouts.client_idle.
+// slowly cannot hold a connection) and IdleTimeout = timeouts.client_idle;
+// each model request's body must arrive within timeouts.body_read (a read
+// deadline set for the body only, so streamed responses are not bounded).
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/belay-run/belay/dialect/sse"
@@ -28,8 +29,8 @@ var errNotStream = errors.New("upstream answered a stream request without an eve
 // event in the client's dialect — never a silent clean end — and is
 // returned with OutputStarted set, so the router stops. A partial or
 // canceled stream is charged from its usage events, or estimated.
-func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deployment) error {
-	resp, err := c.send(ctx, wd, d)
+func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deployment, sent *atomic.Bool) error {
+	resp, err := c.send(ctx, wd, d, sent)
 	if err != nil {
 		return err
 	}
@@ -49,11 +50,16 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 	wd.arm(t.FirstToken.D(), errFirstToken)
 	watch := failure.NewStreamWatcher(dl)
 	fol := c.f.newStream(c.req)
-	rd := failure.NewSSEReader(resp.Body)
+	lim := &eventLimit{r: resp.Body, max: c.s.upstreamLimit()}
+	rd := failure.NewSSEReader(lim)
 	var held [][]byte
 	for {
+		lim.reset()
 		ev, err := rd.Next()
-		if err == nil && ev.Partial {
+		switch {
+		case lim.over || errors.Is(err, failure.ErrSSELineTooLong):
+			err = errUpstreamTooLarge // an event past the cap is never relayed
+		case err == nil && ev.Partial:
 			err = io.ErrUnexpectedEOF // a cut event is never relayed
 		}
 		if err != nil {
@@ -118,6 +124,8 @@ func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failur
 		fe = failure.Wrap(failure.Timeout, timeoutCause(ctx))
 	case failure.As(context.Cause(ctx)) != nil: // the run was killed or stopped
 		fe = failure.As(context.Cause(ctx))
+	case errors.Is(readErr, errUpstreamTooLarge):
+		fe = tooLarge(d.Name, http.StatusOK, c.s.upstreamLimit())
 	default:
 		fe = watch.End(readErr)
 		if fe == nil { // the terminator was seen (cannot happen: we stop there)
@@ -128,11 +136,38 @@ func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failur
 		return fe
 	}
 	c.chargeStream(d, fol)
-	fe = afterCommit(fe)
+	fe = afterCommit(publicFailure(fe, d.Name))
 	if fe.Reason != failure.Canceled {
 		_ = c.relay(c.f.errorEvent(fe))
 	}
 	return fe
+}
+
+// eventLimit bounds what is read from an upstream stream for one event:
+// after max bytes since the last reset it fails every read with
+// errUpstreamTooLarge and sets over. The SSE reader holds at most about
+// max bytes (plus its line buffer) for one event, however long the stream
+// lasts. Not safe for concurrent use.
+type eventLimit struct {
+	r    io.Reader
+	max  int64
+	left int64
+	over bool
+}
+
+func (l *eventLimit) reset() { l.left = l.max }
+
+func (l *eventLimit) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		l.over = true
+		return 0, errUpstreamTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // afterCommit marks a failure that happened after output reached the

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/belay-run/belay/config"
@@ -36,6 +38,11 @@ func (m *upstreamMux) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return nil, &net.OpError{Op: "dial", Net: "inproc", Err: errNoSim}
 	}
+	// The simulator has the whole request as soon as it is handed over, as
+	// a provider has once the transport wrote it.
+	if t := httptrace.ContextClientTrace(r.Context()); t != nil && t.WroteRequest != nil {
+		t.WroteRequest(httptrace.WroteRequestInfo{})
+	}
 	return inproc.RoundTripper(m.sim).RoundTrip(r)
 }
 
@@ -64,14 +71,20 @@ var forwardHeaders = []string{"Anthropic-Version", "Anthropic-Beta", "Openai-Bet
 
 // send makes the upstream request for deployment d and returns the
 // response once its headers arrived (bounded by timeouts.first_byte, which
-// wd enforces). The caller closes the body.
-func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment) (*http.Response, error) {
+// wd enforces). sent is set once the request was written in full: from
+// then on the provider may bill it. The caller closes the body.
+func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent *atomic.Bool) (*http.Response, error) {
 	body, err := dialect.RewriteModel(c.req.body, d.Model)
 	if err != nil {
 		return nil, failure.Wrap(failure.InvalidRequest, err)
 	}
 	f := frontFor(d.Dialect)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, f.upstreamURL(d.BaseURL), bytes.NewReader(body))
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			sent.Store(true)
+		}
+	}})
+	hr, err := http.NewRequestWithContext(tctx, http.MethodPost, f.upstreamURL(d.BaseURL), bytes.NewReader(body))
 	if err != nil {
 		return nil, failure.Wrap(failure.InvalidRequest, err)
 	}
@@ -109,10 +122,13 @@ func attemptError(ctx context.Context, err error) *failure.Error {
 }
 
 // attemptOnce is the non-streaming attempt: send, classify, read the whole
-// body (each read bounded by timeouts.idle), and keep the answer for the
-// response. It returns a *failure.Error for any failure.
-func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deployment) error {
-	resp, err := c.send(ctx, wd, d)
+// body (each read bounded by timeouts.idle, the whole by
+// max_upstream_body_bytes), and keep the answer for the response. It
+// returns a *failure.Error for any failure. A body past the cap fails the
+// attempt with tooLarge, is not read further, and is charged the estimated
+// prompt and the request's output limit (the provider generated it).
+func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deployment, sent *atomic.Bool) error {
+	resp, err := c.send(ctx, wd, d, sent)
 	if err != nil {
 		return err
 	}
@@ -128,9 +144,16 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	if rerr != nil {
 		return attemptError(ctx, rerr)
 	}
-	rest, rerr := io.ReadAll(idleReader{resp.Body, wd, c.s.cfg.Timeouts.Idle.D()})
+	limit := c.s.upstreamLimit()
+	if resp.ContentLength > limit {
+		return c.overLimit(d, resp.StatusCode, limit)
+	}
+	rest, rerr := io.ReadAll(io.LimitReader(idleReader{resp.Body, wd, c.s.cfg.Timeouts.Idle.D()}, limit-int64(len(head))+1))
 	if rerr != nil {
 		return attemptError(ctx, rerr)
+	}
+	if int64(len(head)+len(rest)) > limit {
+		return c.overLimit(d, resp.StatusCode, limit)
 	}
 	body := append(head, rest...)
 	if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
@@ -143,6 +166,12 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	c.charge(d, u, !ok)
 	c.answer = &answer{status: resp.StatusCode, header: resp.Header, body: body}
 	return nil
+}
+
+// overLimit charges a response past the cap and returns its failure.
+func (c *call) overLimit(d *route.Deployment, status int, limit int64) error {
+	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: c.req.maxOutput}, true)
+	return tooLarge(d.Name, status, limit)
 }
 
 // idleReader re-arms the idle timer on every read that returns data.

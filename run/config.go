@@ -12,13 +12,15 @@
 // A refusal is a *failure.Error of kind Fatal raised before any money is
 // spent; a refusal for one of the run's limits (killed, max turns,
 // deadline, budget) stops the run with that reason, keeping its counters and
-// trace. Other fatal errors (approval denied, tool disabled, outcome
+// trace. A kill or the deadline also cancels the steps in flight; a turn
+// or money refusal lets them finish, and they are charged. Other fatal errors (approval denied, tool disabled, outcome
 // unknown) are returned to the agent, which ends the run with Finish.
 package run
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"time"
 
@@ -46,6 +48,8 @@ const (
 	DefaultIdempotencyLease = 5 * time.Minute
 	DefaultKillPoll         = 50 * time.Millisecond
 	DefaultExpireEvery      = time.Minute
+	DefaultIdleTTL          = 10 * time.Minute
+	DefaultStoreRetryFor    = time.Minute
 )
 
 // TenantBudget is a tenant's spending limit per period (UTC day or month).
@@ -130,6 +134,18 @@ type Config struct {
 	// Rand returns uniform draws in [0, 1) for tool retry jitter; default
 	// math/rand/v2.Float64.
 	Rand func() float64
+	// IdleTTL is how long a running run may go without a step admitted or
+	// open before the Manager drops it from memory (it stays in the store
+	// and Get reloads it). Default 10 minutes; negative keeps idle runs
+	// until they end. Ended runs are dropped once their record is written.
+	IdleTTL time.Duration
+	// StoreRetryFor bounds the background retries of a store write that
+	// failed (a settle, a run record), with backoff from 100ms to 5s.
+	// Default 1 minute; negative disables retries (the error is returned).
+	StoreRetryFor time.Duration
+	// Logger receives store write failures (WARN per failed try, ERROR
+	// when one is given up); nil means slog.Default().
+	Logger *slog.Logger
 }
 
 func (c Config) validate() error {

@@ -186,18 +186,19 @@ func (m *Manager) refreshKills(ctx context.Context) error {
 // applyKills stops every live run a run-level flag matches.
 func (m *Manager) applyKills(ctx context.Context) {
 	ks := m.loadKills()
+	if len(ks[store.KillAll])+len(ks[store.KillRun])+len(ks[store.KillTenant]) == 0 {
+		return
+	}
 	type hit struct {
 		r *Run
 		k store.Kill
 	}
 	var hits []hit
-	m.mu.Lock()
-	for _, r := range m.live {
+	for _, r := range m.held() {
 		if k, ok := ks.forRun(r.id, r.tenant); ok {
 			hits = append(hits, hit{r, k})
 		}
 	}
-	m.mu.Unlock()
 	for _, h := range hits {
 		h.r.kill(ctx, h.k)
 	}

@@ -26,26 +26,37 @@ type Run struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	stopAF func() bool
 
 	mu      sync.Mutex
+	stopAF  func() bool // stops the deadline callback; set by arm
 	rec     store.Run
 	pending int64 // estimated tokens of open steps
 	open    map[*Admitted]struct{}
 	events  []trace.Event
 	ended   bool
+	// drained: the run's context is canceled. A hard end (kill, deadline,
+	// Finish) drains at once; a soft one (a turn or money refusal) when
+	// the last open step closes.
+	drained  bool
+	endCause error // the cause the context is canceled with
+	// lastActive is when a step was last admitted or closed, or the run
+	// last returned by Start or Get.
+	lastActive time.Time
 	// costEstimated: some settled cost was an estimate.
 	costEstimated bool
 	dirty         bool // persistence: a newer record waits to be written
 	writing       bool
 }
 
+// newRun builds the object for rec; a record that has ended gives an ended
+// run. The deadline is armed by arm, once the run is in the live table.
 func (m *Manager) newRun(rec store.Run) *Run {
 	r := &Run{m: m, id: rec.ID, tenant: rec.Tenant, rec: rec, open: map[*Admitted]struct{}{},
-		traceID: traceIDFor(rec.ID), spanID: runSpanIDFor(rec.ID)}
+		traceID: traceIDFor(rec.ID), spanID: runSpanIDFor(rec.ID), lastActive: m.now()}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
+	m.track(r)
 	if rec.Status != store.RunRunning {
-		r.ended = true
+		r.ended, r.drained = true, true
 		r.cancel(failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", rec.ID, errEnded, rec.Status)))
 		return r
 	}
@@ -57,22 +68,79 @@ func (m *Manager) newRun(rec store.Run) *Run {
 		r.ctx, cancelT = context.WithTimeoutCause(r.ctx, r.deadline.Sub(m.now()), cause)
 		parentCancel := r.cancel
 		r.cancel = func(err error) { parentCancel(err); cancelT() }
-		// When the deadline passes the run stops on its own.
-		r.stopAF = context.AfterFunc(r.ctx, func() {
-			if fe := failure.As(context.Cause(r.ctx)); fe != nil && fe.Reason == failure.DeadlineExceeded {
-				r.end(context.Background(), store.RunStopped, fe)
-			}
-		})
 	}
 	return r
 }
 
-// release frees the resources of a Run object that will not be used.
-func (r *Run) release() {
-	if r.stopAF != nil {
-		r.stopAF()
+// arm makes the run stop (DeadlineExceeded) when its deadline passes; its
+// context is canceled then in any case. It is called once the run is in
+// the live table, so a deadline already past stops a run the table holds.
+func (r *Run) arm() {
+	if r.deadline.IsZero() {
+		return
 	}
-	r.cancel(nil)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopAF = context.AfterFunc(r.ctx, func() {
+		if fe := failure.As(context.Cause(r.ctx)); fe != nil && fe.Reason == failure.DeadlineExceeded {
+			_ = r.end(context.Background(), store.RunStopped, fe, true)
+		}
+	})
+}
+
+// touch marks the run active now (it is not idle).
+func (r *Run) touch() {
+	now := r.m.now()
+	r.mu.Lock()
+	r.lastActive = now
+	r.mu.Unlock()
+}
+
+// evictable reports whether the Manager may drop r: nothing open or being
+// written, and either ended (and drained) or, with idle, idle for IdleTTL.
+// Called under Manager.mu.
+func (r *Run) evictable(now time.Time, idle bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.open) > 0 || r.writing || r.dirty {
+		return false
+	}
+	if r.ended {
+		return r.drained
+	}
+	ttl := r.m.cfg.IdleTTL
+	return idle && ttl > 0 && now.Sub(r.lastActive) >= ttl
+}
+
+// refresh brings a run up to its stored record: counters written by other
+// processes, and an ending they wrote (the steps this process has in
+// flight finish, as after a soft end).
+func (r *Run) refresh(rec store.Run) {
+	r.mu.Lock()
+	raise(&r.rec, rec)
+	end := !r.ended && rec.Status != store.RunRunning
+	if end { // steps in flight finish, as after a soft end
+		r.ended, r.drained = true, len(r.open) == 0
+		r.rec.Status, r.rec.StopReason, r.rec.Error, r.rec.Ended = rec.Status, rec.StopReason, rec.Error, rec.Ended
+		r.endCause = failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", r.id, errEnded, rec.Status))
+	}
+	stop, drain := r.stopAF, end && r.drained
+	r.mu.Unlock()
+	if drain {
+		r.cancel(r.endCause)
+		if stop != nil {
+			stop()
+		}
+	}
+}
+
+// raise sets each counter of dst to the larger of dst's and src's.
+func raise(dst *store.Run, src store.Run) {
+	dst.Turns = max(dst.Turns, src.Turns)
+	dst.ToolCalls = max(dst.ToolCalls, src.ToolCalls)
+	dst.InputTokens = max(dst.InputTokens, src.InputTokens)
+	dst.OutputTokens = max(dst.OutputTokens, src.OutputTokens)
+	dst.Cost = max(dst.Cost, src.Cost)
 }
 
 // ID returns the run id.
@@ -112,62 +180,115 @@ func (r *Run) Finish(ctx context.Context, status store.RunStatus, err error) err
 	default:
 		return fmt.Errorf("run: finish with status %q; want succeeded, failed or stopped", status)
 	}
-	return r.end(ctx, status, err)
+	return r.end(ctx, status, err, true)
 }
 
-// end is the one way a run ends.
-func (r *Run) end(ctx context.Context, status store.RunStatus, err error) error {
-	r.mu.Lock()
-	if r.ended {
-		r.mu.Unlock()
-		return nil
-	}
-	r.ended = true
-	r.rec.Status, r.rec.Ended = status, r.m.now()
-	if err != nil {
-		r.rec.Error = err.Error()
-	}
-	if status == store.RunStopped {
-		r.rec.StopReason = string(failure.Canceled)
-		if fe := failure.As(err); fe != nil {
-			r.rec.StopReason = string(fe.Reason)
-		}
-	}
-	open := make([]*Admitted, 0, len(r.open))
-	for a := range r.open {
-		open = append(open, a)
-	}
-	r.mu.Unlock()
-
-	// Cancel first, so in-flight steps see the end before any I/O.
+// end is the one way a run ends; its first ending is kept.
+//
+// A hard end (Finish, a kill, the deadline) cancels the run's context and
+// its in-flight steps at once and releases their reservations (a step that
+// settles later is still charged). A soft end (a step refused for the
+// run's turn or money limit) only stops admissions: the steps already
+// admitted run on and are charged when they settle, and the run's context
+// is canceled when the last of them closes. A hard end after a soft one
+// (a kill, the deadline) cancels the steps still in flight and keeps the
+// first status and stop reason.
+//
+// The record (status, stop reason, Ended) and the run span are written at
+// the end; each step that settles later writes them again with its counts.
+func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard bool) error {
 	cause := err
 	if failure.As(err) == nil {
 		cause = failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", r.id, errEnded, status))
 	}
-	r.cancel(cause)
-	for _, a := range open {
-		a.cancel(cause)
+	r.mu.Lock()
+	if r.ended && (r.drained || !hard) {
+		r.mu.Unlock()
+		return nil
 	}
-	if r.stopAF != nil {
-		r.stopAF()
+	first := !r.ended
+	if first {
+		r.ended, r.endCause = true, cause
+		r.rec.Status, r.rec.Ended = status, r.m.now()
+		if err != nil {
+			r.rec.Error = err.Error()
+		}
+		if status == store.RunStopped {
+			r.rec.StopReason = string(failure.Canceled)
+			if fe := failure.As(err); fe != nil {
+				r.rec.StopReason = string(fe.Reason)
+			}
+		}
 	}
+	var open []*Admitted
+	if hard || len(r.open) == 0 {
+		r.drained = true
+		for a := range r.open {
+			open = append(open, a)
+		}
+	}
+	drained, stop := r.drained, r.stopAF
+	r.mu.Unlock()
+
 	ctx = context.WithoutCancel(ctx)
-	for _, a := range open {
-		a.releaseReservation(ctx)
+	if drained {
+		// Cancel first, so in-flight steps see the end before any I/O.
+		r.cancel(cause)
+		for _, a := range open {
+			a.cancel(cause)
+		}
+		if stop != nil {
+			stop()
+		}
+		for _, a := range open {
+			a.releaseReservation(ctx)
+		}
 	}
-	r.m.forget(r)
+	if !first {
+		r.m.sink.Record(r.runSpan()) // with the kill event
+		return nil
+	}
 	perr := r.persist(ctx)
 	r.m.sink.Record(r.runSpan())
+	r.m.evict(r, false)
 	return perr
 }
 
-// kill stops the run because of flag k.
+// stepClosed runs after a step has closed and its record was written: it
+// completes a soft end once no step is open, and lets the Manager drop an
+// ended run.
+func (r *Run) stepClosed() {
+	now := r.m.now()
+	r.mu.Lock()
+	r.lastActive = now
+	drain := r.ended && !r.drained && len(r.open) == 0
+	if drain {
+		r.drained = true
+	}
+	ended, cause, stop := r.ended, r.endCause, r.stopAF
+	r.mu.Unlock()
+	if drain {
+		r.cancel(cause)
+		if stop != nil {
+			stop()
+		}
+	}
+	if ended {
+		r.m.evict(r, false)
+	}
+}
+
+// kill stops the run because of flag k, canceling its in-flight steps
+// (also those of a run a refusal stopped that are still running).
 func (r *Run) kill(ctx context.Context, k store.Kill) {
-	if r.isEnded() {
+	r.mu.Lock()
+	drained := r.drained
+	r.mu.Unlock()
+	if drained {
 		return
 	}
 	r.event("kill", map[string]any{"target": string(k.Target), "name": k.Name, "reason": k.Reason, "by": k.By})
-	_ = r.end(ctx, store.RunStopped, killFailure(k))
+	_ = r.end(ctx, store.RunStopped, killFailure(k), true)
 }
 
 func (r *Run) event(name string, attrs map[string]any) {
@@ -185,7 +306,9 @@ func (r *Run) isEnded() bool {
 // persist writes the current record. Concurrent callers coalesce: while
 // one goroutine writes, others mark the record dirty and the writer writes
 // again, so the store ends with the newest record and no I/O happens under
-// the lock.
+// the lock. A write that fails is retried in the background (see
+// Manager.durably) and persist returns nil; the run stays in memory until
+// the record is written or given up.
 func (r *Run) persist(ctx context.Context) error {
 	r.mu.Lock()
 	r.dirty = true
@@ -194,21 +317,70 @@ func (r *Run) persist(ctx context.Context) error {
 		return nil
 	}
 	r.writing = true
-	var err error
+	r.mu.Unlock()
+	return r.m.durably(ctx, "write run record", r.id, r.writeLoop, func(err error) {
+		if err != nil { // given up: the next persist starts afresh
+			r.mu.Lock()
+			r.writing, r.dirty = false, false
+			r.mu.Unlock()
+		}
+		if r.isEnded() {
+			r.m.evict(r, false)
+		}
+	})
+}
+
+// writeLoop writes the record while it is dirty; on success it clears
+// writing. It is safe to repeat.
+func (r *Run) writeLoop(ctx context.Context) error {
+	r.mu.Lock()
 	for r.dirty {
 		r.dirty = false
-		rec := r.rec
-		rec.Labels = maps.Clone(rec.Labels)
 		r.mu.Unlock()
-		err = r.m.st.UpdateRun(ctx, rec)
+		rec := r.counted(ctx)
+		if err := r.m.st.UpdateRun(ctx, rec); err != nil {
+			r.mu.Lock()
+			r.dirty = true
+			r.mu.Unlock()
+			return fmt.Errorf("run: write record %s: %w", r.id, err)
+		}
 		r.mu.Lock()
 	}
 	r.writing = false
 	r.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("run: write record %s: %w", r.id, err)
-	}
 	return nil
+}
+
+// counted returns the record to write: the in-memory one with its turn
+// count and cost raised to the ledger's (which count every process's turns
+// and spend). A ledger that cannot be read leaves the in-memory counts.
+//
+// A running record is first checked against the stored one: when another
+// process has ended the run, this process takes that ending (its steps are
+// refused from then on) rather than write "running" over it. The check and
+// the write are not one transaction: an ending written between them is
+// overwritten, and comes back when that process writes its record again.
+func (r *Run) counted(ctx context.Context) store.Run {
+	if !r.isEnded() {
+		if stored, err := r.m.st.GetRun(ctx, r.id); err == nil && stored.Status != store.RunRunning {
+			r.refresh(stored)
+		}
+	}
+	var ledger store.Run
+	if r.rec.Limits.MaxTurns > 0 { // Limits never change
+		if b, err := r.m.st.Balance(ctx, TurnScope(r.id)); err == nil {
+			ledger.Turns = int(b.Settled + b.Reserved)
+		}
+	}
+	if b, err := r.m.st.Balance(ctx, budget.RunScope(r.id)); err == nil {
+		ledger.Cost = b.Settled
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.rec
+	rec.Labels = maps.Clone(rec.Labels)
+	raise(&rec, ledger)
+	return rec
 }
 
 // scopes returns the ledger scopes a step of this run spends in (the run,

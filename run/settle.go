@@ -102,36 +102,83 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 		r.m.sink.Record(r.runSpan())
 	}
 	if fe := failure.As(o.Err); fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason) {
-		_ = r.end(ctx, store.RunStopped, fe)
+		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
 	}
+	r.stepClosed()
 	return err
 }
 
 // charge settles the reservation at cost, or records the spend with a
 // fresh unlimited reservation when the original is gone (expired, or
-// released by the run's end): money spent is always recorded.
+// released by the run's end): money spent is always recorded. A store that
+// fails is retried in the background (Manager.durably) and charge returns
+// nil at once.
 func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
-	st := a.r.m.st
+	r := a.r
+	if a.resID == "" && cost == 0 {
+		return nil
+	}
 	if a.resID == "" {
-		if cost == 0 {
+		a.scopes, a.tb = r.scopes(r.m.now())
+	}
+	c := &charger{a: a, cost: cost, lateID: uuid.NewString()}
+	return r.m.durably(ctx, "settle", r.id, c.try, nil)
+}
+
+// charger is one charge, safe to repeat after a failed try: each store
+// call is idempotent by reservation id.
+//
+// A settle retried after a failure that returns ErrUnknownReservation is
+// taken as done: the failed try may have committed before its answer was
+// lost (a dropped connection), and charging again would count the spend
+// twice. (The reservation could also have expired in between, which needs
+// the step to have run for about Config.ReservationTTL.)
+type charger struct {
+	a      *Admitted
+	cost   budget.USD
+	tried  bool // a settle of the reservation failed once
+	late   bool // the reservation is gone: record the spend anew
+	lateID string
+	held   bool // the late reservation is (or may be) in the store
+}
+
+func (c *charger) try(ctx context.Context) error {
+	st := c.a.r.m.st
+	if c.a.resID != "" && !c.late {
+		err := st.Settle(ctx, c.a.resID, c.cost)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, budget.ErrUnknownReservation):
+			c.tried = true
+			return err
+		case c.tried:
 			return nil
 		}
-		a.scopes, a.tb = a.r.scopes(a.r.m.now())
-	} else {
-		err := st.Settle(ctx, a.resID, cost)
-		if !errors.Is(err, budget.ErrUnknownReservation) {
-			return err
+		c.late = true
+	}
+	if c.cost == 0 {
+		return nil
+	}
+	if !c.held {
+		unlimited := make([]budget.ScopeLimit, len(c.a.scopes))
+		for i, s := range c.a.scopes {
+			unlimited[i] = budget.ScopeLimit{Scope: s.Scope}
 		}
+		err := st.Reserve(ctx, budget.Reservation{ID: c.lateID, Owner: c.a.r.m.owner, Scopes: unlimited, Amount: c.cost})
+		if err != nil && !errors.Is(err, store.ErrConflict) { // a conflict: an earlier try reserved it
+			return fmt.Errorf("run: record late spend: %w", err)
+		}
+		c.held = true
 	}
-	unlimited := make([]budget.ScopeLimit, len(a.scopes))
-	for i, s := range a.scopes {
-		unlimited[i] = budget.ScopeLimit{Scope: s.Scope}
+	err := st.Settle(ctx, c.lateID, c.cost)
+	if errors.Is(err, budget.ErrUnknownReservation) && c.tried {
+		return nil
 	}
-	id := uuid.NewString()
-	if err := st.Reserve(ctx, budget.Reservation{ID: id, Owner: a.r.m.owner, Scopes: unlimited, Amount: cost}); err != nil {
-		return fmt.Errorf("run: record late spend: %w", err)
+	if err != nil {
+		c.tried = true
 	}
-	return st.Settle(ctx, id, cost)
+	return err
 }
 
 // Fail closes a step that consumed nothing billable (it failed before any
@@ -154,8 +201,9 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	}
 	perr := r.persist(ctx)
 	if fe := failure.As(err); fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason) {
-		_ = r.end(ctx, store.RunStopped, fe)
+		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
 	}
+	r.stepClosed()
 	return perr
 }
 

@@ -88,6 +88,13 @@ func stopsRun(reason failure.Reason) bool {
 	return false
 }
 
+// hardStop reports whether stopping for reason cancels the steps in
+// flight: a kill and the deadline do; a turn or money refusal stops only
+// admissions (see Run.end).
+func hardStop(reason failure.Reason) bool {
+	return reason == failure.Killed || reason == failure.DeadlineExceeded
+}
+
 // Admit checks, in order: the run has not ended and is not killed (flags
 // for all, the run, its tenant), the step's model, deployment or tool is
 // not killed; a model step has a turn left (Limits.MaxTurns); time is left
@@ -96,7 +103,11 @@ func stopsRun(reason failure.Reason) bool {
 // MaxCost and the tenant's period budget (reserved atomically in both).
 // A refusal is a *failure.Error of kind Fatal with reason Killed,
 // ToolDisabled, MaxTurnsExceeded, DeadlineExceeded or BudgetExceeded,
-// returned before anything is spent; all but ToolDisabled stop the run. A
+// returned before anything is spent; all but ToolDisabled stop the run.
+// A kill or the deadline cancels the run's steps in flight; a turn or
+// money refusal does not: the steps already admitted finish and are
+// charged (see Run.end). A model step's turn is counted in the ledger
+// (TurnScope), so MaxTurns holds across processes sharing a store. A
 // store error during the reservation is returned as is and stops nothing.
 func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	if s.Kind == "" {
@@ -125,36 +136,113 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		}
 		r.pending += s.EstimatedTokens
 		r.open[a] = struct{}{}
+		r.lastActive = now
 	}
+	maxTurns := r.rec.Limits.MaxTurns
 	r.mu.Unlock()
 	if ferr != nil {
 		return nil, r.refuse(ctx, a, ferr)
 	}
-	if s.Kind != KindModel && s.EstimatedCost == 0 {
-		return a, nil
-	}
-	id, scopes, tb, err := r.reserve(ctx, s.EstimatedCost, now)
-	r.mu.Lock()
-	if err != nil {
+	if err := r.reserveAll(ctx, a, maxTurns, now); err != nil {
+		r.mu.Lock()
 		r.unadmitLocked(a)
+		if errors.Is(err, errEnded) {
+			err = r.checkLocked(s, now) // the run ended while the step was reserved
+		}
 		r.mu.Unlock()
+		defer r.stepClosed()
 		if fe := failure.As(err); fe != nil {
 			return nil, r.refuse(ctx, a, fe)
 		}
 		a.done()
 		return nil, err
 	}
-	if r.ended { // the run ended while the reservation was made
-		r.unadmitLocked(a)
-		ferr = r.checkLocked(s, now)
-		r.mu.Unlock()
-		_ = r.m.st.Release(context.WithoutCancel(ctx), id)
-		a.done()
-		return nil, ferr
+	return a, nil
+}
+
+// reserveAll takes what a step holds in the ledger: a model step's turn
+// in the run's turn scope (when the run has a turn limit), then the estimated cost in the run's and the
+// tenant's scopes (skipped for a tool step that costs nothing). On any
+// refusal or error it gives back what it took. A refusal is a Fatal
+// MaxTurnsExceeded or BudgetExceeded; a run that ended meanwhile gives
+// errEnded.
+func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now time.Time) error {
+	s := a.step
+	var turnID string
+	if s.Kind == KindModel && maxTurns > 0 {
+		id, err := r.reserveTurn(ctx, maxTurns)
+		if err != nil {
+			return err
+		}
+		turnID = id
 	}
+	giveBack := func() {
+		if turnID != "" {
+			_ = r.m.st.Release(context.WithoutCancel(ctx), turnID)
+		}
+	}
+	if s.Kind != KindModel && s.EstimatedCost == 0 {
+		return r.stillRunning()
+	}
+	id, scopes, tb, err := r.reserve(ctx, s.EstimatedCost, now)
+	if err != nil {
+		giveBack()
+		return err
+	}
+	if err := r.stillRunning(); err != nil {
+		giveBack()
+		_ = r.m.st.Release(context.WithoutCancel(ctx), id)
+		return err
+	}
+	r.mu.Lock()
 	a.resID, a.scopes, a.tb = id, scopes, tb
 	r.mu.Unlock()
-	return a, nil
+	if turnID != "" {
+		// A turn is used once admitted. A failed settle leaves it
+		// reserved, which counts the same.
+		_ = r.m.st.Settle(context.WithoutCancel(ctx), turnID, turnUnit)
+	}
+	return nil
+}
+
+// stillRunning reports errEnded when the run was drained (killed, out of
+// time, finished) while a step was being reserved. A refusal of another
+// step (a soft end) lets this one through: it passed its checks first.
+func (r *Run) stillRunning() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.drained {
+		return errEnded
+	}
+	return nil
+}
+
+// turnUnit is what one turn takes in a turn scope.
+const turnUnit = budget.USD(1)
+
+// TurnScope returns the ledger scope that counts the turns of a run with
+// a turn limit across processes: "turns:<runID>". Each admitted model step
+// of such a run takes one unit (budget.USD(1), not money) that never
+// expires, under a limit of Limits.MaxTurns units, so Settled+Reserved of
+// the scope is the number of turns admitted by every process. A run
+// without a turn limit takes none (it saves two store writes per step);
+// its recorded turn count is the largest of the processes' counts.
+func TurnScope(runID string) budget.Scope { return budget.Scope("turns:" + runID) }
+
+// reserveTurn takes one turn in the run's turn scope; the ledger refusing
+// it is a Fatal MaxTurnsExceeded.
+func (r *Run) reserveTurn(ctx context.Context, maxTurns int) (string, error) {
+	id := uuid.NewString()
+	err := r.m.st.Reserve(ctx, budget.Reservation{ID: id, Owner: r.m.owner, Amount: turnUnit,
+		Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id), Limit: budget.USD(maxTurns)}}})
+	if errors.Is(err, budget.ErrExceeded) {
+		return "", &failure.Error{Kind: failure.Fatal, Reason: failure.MaxTurnsExceeded,
+			Message: fmt.Sprintf("run used its %d turns", maxTurns), Cause: err}
+	}
+	if err != nil {
+		return "", fmt.Errorf("run: reserve turn: %w", err)
+	}
+	return id, nil
 }
 
 func (r *Run) unadmitLocked(a *Admitted) {
@@ -210,7 +298,7 @@ func (r *Run) refuse(ctx context.Context, a *Admitted, fe *failure.Error) error 
 		}
 	}
 	if stopsRun(fe.Reason) {
-		_ = r.end(ctx, store.RunStopped, fe)
+		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
 	}
 	return fe
 }

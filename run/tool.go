@@ -155,6 +155,7 @@ func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Conte
 		Name: "execute_tool " + call.Name, Start: a.start, End: r.m.now(), Status: status, Attrs: attrs,
 	})
 	_ = r.persist(context.WithoutCancel(ctx))
+	r.stepClosed()
 	return res, err
 }
 

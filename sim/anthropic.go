@@ -76,32 +76,33 @@ func (a anthropicWire) writeFault(w http.ResponseWriter, f Fault, ex *exchange) 
 	}
 }
 
-// blocks returns the response content and stop reason. A truncated reply
-// loses the second half of its text, or (with tool calls) the last call's
-// input, and stops with max_tokens; partial holds that call's cut input JSON.
-func (anthropicWire) blocks(r reply, truncated bool) (content []anthropic.ContentBlock, stop, partial string) {
+// blocks returns the response content and stop reason: "max_tokens" for a
+// cut reply, "tool_use" with tool calls, else "end_turn". A call whose
+// arguments were cut has input {} in the content; partial holds its cut
+// input JSON, which a stream sends.
+func (anthropicWire) blocks(r reply) (content []anthropic.ContentBlock, stop, partial string) {
 	stop = "end_turn"
-	if r.text != "" || len(r.calls) == 0 {
-		text := r.text
-		if truncated && len(r.calls) == 0 {
-			text, stop = text[:len(text)/2], "max_tokens"
-		}
-		content = append(content, anthropic.ContentBlock{Type: "text", Text: text})
+	if len(r.calls) > 0 {
+		stop = "tool_use"
 	}
-	for i, c := range r.calls {
+	if r.cut {
+		stop = "max_tokens"
+	}
+	if r.text != "" || len(r.calls) == 0 {
+		content = append(content, anthropic.ContentBlock{Type: "text", Text: r.text})
+	}
+	for _, c := range r.calls {
 		input := json.RawMessage(c.args)
-		if truncated && i == len(r.calls)-1 {
-			partial, input, stop = c.args[:len(c.args)/2], json.RawMessage("{}"), "max_tokens"
-		} else if stop != "max_tokens" {
-			stop = "tool_use"
+		if c.partial {
+			partial, input = c.args, json.RawMessage("{}")
 		}
 		content = append(content, anthropic.ContentBlock{Type: "tool_use", ID: c.id, Name: c.name, Input: input})
 	}
 	return content, stop, partial
 }
 
-func (a anthropicWire) body(ex *exchange, r reply, truncated bool) []byte {
-	content, stop, _ := a.blocks(r, truncated)
+func (a anthropicWire) body(ex *exchange, r reply) []byte {
+	content, stop, _ := a.blocks(r)
 	b, _ := json.Marshal(anthropic.Response{
 		ID: ex.messageID, Type: "message", Role: "assistant", Model: ex.model,
 		Content: content, StopReason: &stop, Usage: anthropic.FromDialect(ex.usage(r)),
@@ -134,7 +135,7 @@ type blockStart struct {
 }
 
 func (a anthropicWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, rep reply, p streamPlan) {
-	content, stop, partial := a.blocks(rep, p.truncated)
+	content, stop, partial := a.blocks(rep)
 	u := anthropic.FromDialect(ex.usage(rep))
 	start := u
 	start.OutputTokens = 1
@@ -155,7 +156,7 @@ func (a anthropicWire) stream(w http.ResponseWriter, r *http.Request, ex *exchan
 		} else {
 			bs = blockStart{Type: "tool_use", ID: b.ID, Name: b.Name, Input: json.RawMessage("{}")}
 			args := string(b.Input)
-			if p.truncated && i == len(content)-1 && partial != "" {
+			if partial != "" && i == len(content)-1 {
 				args = partial
 			}
 			for _, piece := range pieces(args, 12) {

@@ -28,14 +28,75 @@ type exchange struct {
 	retryAfter           time.Duration
 }
 
-// reply is what the simulated model says.
+// reply is what the simulated model says. cut is true when the output was
+// cut short (the request's output limit, or the truncated_tool_args fault):
+// the finish reason is then "length" (OpenAI) or "max_tokens" (Anthropic).
 type reply struct {
 	text  string
 	calls []call
+	cut   bool
 }
 
+// call is one tool call; partial is true when its arguments were cut.
 type call struct {
 	id, name, args string
+	partial        bool
+}
+
+// limit returns r cut to maxOut output tokens (maxOut × 4 characters of
+// text, then of tool names and arguments, in order; calls past the limit
+// are dropped), as a provider stops generating at max_tokens. maxOut <= 0
+// means no limit.
+func (r reply) limit(maxOut int64) reply {
+	budget := maxOut * dialect.CharsPerToken
+	if maxOut <= 0 || r.outputChars() <= budget {
+		return r
+	}
+	out := reply{cut: true}
+	out.text = prefix(r.text, budget)
+	budget -= int64(len(out.text))
+	for _, c := range r.calls {
+		if budget <= int64(len(c.name)) {
+			break
+		}
+		budget -= int64(len(c.name))
+		if args := prefix(c.args, budget); len(args) < len(c.args) {
+			c.args, c.partial = args, true
+		}
+		budget -= int64(len(c.args))
+		out.calls = append(out.calls, c)
+		if c.partial {
+			break
+		}
+	}
+	return out
+}
+
+// truncate returns r as the truncated_tool_args fault sends it: the second
+// half of the text (without tool calls) or of the last call's arguments is
+// lost.
+func (r reply) truncate() reply {
+	r.cut = true
+	if len(r.calls) == 0 {
+		r.text = prefix(r.text, int64(len(r.text)/2))
+		return r
+	}
+	r.calls = append([]call(nil), r.calls...)
+	last := &r.calls[len(r.calls)-1]
+	last.args, last.partial = last.args[:len(last.args)/2], true
+	return r
+}
+
+// prefix returns at most n bytes of s, ending on a rune boundary.
+func prefix(s string, n int64) string {
+	if n >= int64(len(s)) {
+		return s
+	}
+	k := int(max(n, 0))
+	for k > 0 && !utf8RuneStart(s[k]) {
+		k--
+	}
+	return s[:k]
 }
 
 func (r reply) outputChars() int64 {
@@ -47,9 +108,13 @@ func (r reply) outputChars() int64 {
 }
 
 // usage returns the sim's usage: the dialect's prompt estimate, and output
-// ≈ reply chars/4, at least 1.
+// ≈ reply chars/4, at least 1 and at most the request's output limit.
 func (ex *exchange) usage(r reply) dialect.Usage {
-	return dialect.Usage{Input: ex.promptTokens, Output: max(dialect.EstimateTokens(r.outputChars()), 1)}
+	out := max(dialect.EstimateTokens(r.outputChars()), 1)
+	if ex.maxOut > 0 {
+		out = min(out, ex.maxOut)
+	}
+	return dialect.Usage{Input: ex.promptTokens, Output: out}
 }
 
 // wire is one dialect's rendering.
@@ -60,7 +125,7 @@ type wire interface {
 	writeError(w http.ResponseWriter, status int, errType, code, msg string)
 	writeInvalid(w http.ResponseWriter, param, msg string)
 	writeFault(w http.ResponseWriter, f Fault, ex *exchange)
-	body(ex *exchange, r reply, truncated bool) []byte
+	body(ex *exchange, r reply) []byte
 	stream(w http.ResponseWriter, r *http.Request, ex *exchange, rep reply, p streamPlan)
 }
 
@@ -71,7 +136,6 @@ type streamPlan struct {
 	// (fail) or before the stream just ends (cut); -1 sends everything.
 	stopAfter int
 	fail      bool
-	truncated bool
 }
 
 func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, wr wire) {
@@ -156,7 +220,11 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, wr wire, ex *ex
 		wr.writeFault(w, f, ex)
 		return
 	}
-	plan := streamPlan{stopAfter: -1, chunkDelay: prof.ChunkDelay, truncated: f == TruncatedToolArgs}
+	rep = rep.limit(ex.maxOut)
+	if f == TruncatedToolArgs {
+		rep = rep.truncate()
+	}
+	plan := streamPlan{stopAfter: -1, chunkDelay: prof.ChunkDelay}
 	switch f {
 	case SlowFirstToken:
 		plan.firstDelay = prof.firstTokenDelay()
@@ -170,7 +238,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, wr wire, ex *ex
 	if sleep(r.Context(), plan.firstDelay) != nil {
 		return
 	}
-	body := wr.body(ex, rep, plan.truncated)
+	body := wr.body(ex, rep)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 	if plan.stopAfter >= 0 {

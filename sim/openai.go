@@ -84,26 +84,17 @@ func (o openaiWire) writeFault(w http.ResponseWriter, f Fault, ex *exchange) {
 	}
 }
 
-func (openaiWire) body(ex *exchange, r reply, truncated bool) []byte {
+func (openaiWire) body(ex *exchange, r reply) []byte {
 	msg := openai.ResponseMessage{Role: "assistant", Annotations: []any{}}
-	finish := "stop"
 	if r.text != "" || len(r.calls) == 0 {
 		text := r.text
-		if truncated && len(r.calls) == 0 {
-			text, finish = text[:len(text)/2], "length"
-		}
 		msg.Content = &text
 	}
-	for i, c := range r.calls {
-		args := c.args
-		if truncated && i == len(r.calls)-1 {
-			args, finish = args[:len(args)/2], "length"
-		} else if finish != "length" {
-			finish = "tool_calls"
-		}
+	for _, c := range r.calls {
 		msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: c.id, Type: "function",
-			Function: openai.FunctionCall{Name: c.name, Arguments: args}})
+			Function: openai.FunctionCall{Name: c.name, Arguments: c.args}})
 	}
+	finish := openAIFinish(r)
 	u := openai.FromDialect(ex.usage(r))
 	b, _ := json.Marshal(openai.Completion{
 		ID: ex.messageID, Object: "chat.completion", Created: ex.created, Model: ex.model,
@@ -125,15 +116,11 @@ func (openaiWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		return b
 	}
 	var events [][]byte
-	finish := "stop"
+	finish := openAIFinish(rep)
 	empty := ""
 	if rep.text != "" || len(rep.calls) == 0 {
 		events = append(events, chunk(openai.Delta{Role: "assistant", Content: &empty}, nil))
-		text := rep.text
-		if p.truncated && len(rep.calls) == 0 {
-			text, finish = text[:len(text)/2], "length"
-		}
-		for _, piece := range pieces(text, 16) {
+		for _, piece := range pieces(rep.text, 16) {
 			events = append(events, chunk(openai.Delta{Content: &piece}, nil))
 		}
 	}
@@ -144,13 +131,7 @@ func (openaiWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, r
 			d.Role = "assistant"
 		}
 		events = append(events, chunk(d, nil))
-		args := c.args
-		if p.truncated && i == len(rep.calls)-1 {
-			args, finish = args[:len(args)/2], "length"
-		} else if finish != "length" {
-			finish = "tool_calls"
-		}
-		for _, piece := range pieces(args, 12) {
+		for _, piece := range pieces(c.args, 12) {
 			events = append(events, chunk(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: i, Function: openai.FunctionCall{Arguments: piece}}}}, nil))
 		}
 	}
@@ -184,6 +165,18 @@ func (openaiWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, r
 			return
 		}
 	}
+}
+
+// openAIFinish is the reply's finish_reason: "length" when it was cut,
+// "tool_calls" when it calls tools, else "stop".
+func openAIFinish(r reply) string {
+	switch {
+	case r.cut:
+		return "length"
+	case len(r.calls) > 0:
+		return "tool_calls"
+	}
+	return "stop"
 }
 
 func writeRaw(w http.ResponseWriter, status int, contentType, body string) {

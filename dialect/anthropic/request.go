@@ -53,6 +53,46 @@ type ContentBlock struct {
 	IsError   bool            `json:"is_error,omitempty"`
 	Thinking  string          `json:"thinking,omitempty"`
 	Signature string          `json:"signature,omitempty"`
+	// Source is an image or document block's source:
+	// {"type":"base64","media_type","data"}, {"type":"url","url"},
+	// {"type":"text","data"} (documents) or {"type":"file","file_id"}.
+	Source *Source `json:"source,omitempty"`
+}
+
+// Source is the source of an image or document block.
+type Source struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+	FileID    string `json:"file_id,omitempty"`
+}
+
+// mediaTokens estimates the non-text blocks of bs, and of the content of
+// their tool_result blocks: an image is dialect.AnthropicImageTokens; a
+// document with a text source is its text at 4 characters a token, other
+// documents (PDF) are estimated from their data size
+// (dialect.EstimateDocumentTokens).
+func mediaTokens(bs []ContentBlock) int64 {
+	var n int64
+	for _, b := range bs {
+		switch b.Type {
+		case "image":
+			n += dialect.AnthropicImageTokens
+		case "document":
+			switch {
+			case b.Source != nil && b.Source.Type == "text":
+				n += dialect.EstimateTokens(int64(len(b.Source.Data)))
+			case b.Source != nil:
+				n += dialect.EstimateDocumentTokens(int64(len(b.Source.Data)))
+			default:
+				n += dialect.EstimateDocumentTokens(0)
+			}
+		case "tool_result":
+			n += mediaTokens(blocks(b.Content))
+		}
+	}
+	return n
 }
 
 // Blocks returns the message's content as blocks; a string content is one
@@ -117,8 +157,8 @@ type Tool struct {
 // errors.Is(err, failure.InvalidRequest)).
 func ParseRequest(body []byte) (*Request, error) {
 	var r Request
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, dialect.DecodeError(err)
+	if err := dialect.DecodeObject(body, &r); err != nil {
+		return nil, err
 	}
 	r.Raw = body
 	if err := r.Validate(); err != nil {
@@ -170,12 +210,16 @@ func RewriteModel(body []byte, model string) ([]byte, error) {
 // EstimatePromptTokens estimates the input tokens of r for a budget
 // reservation: ceil(chars/4) over the system prompt, message text, tool_use
 // names and inputs, tool_result text, and tool names, descriptions and input
-// schemas, plus 3 tokens per message. It is an estimate (Anthropic's own
-// tokenizer is not public); it is never below 1.
+// schemas, plus 3 tokens per message, plus a per-block upper bound for
+// images and documents (see mediaTokens). It is an estimate (Anthropic's
+// own tokenizer is not public); it is never below 1.
 func EstimatePromptTokens(r *Request) int64 {
 	chars := int64(len(r.SystemText()))
+	var media int64
 	for _, m := range r.Messages {
-		for _, b := range m.Blocks() {
+		bs := m.Blocks()
+		media += mediaTokens(bs)
+		for _, b := range bs {
 			chars += int64(len(b.Text) + len(b.Name) + len(b.Input) + len(b.Thinking))
 			if b.Type == "tool_result" {
 				chars += int64(len(b.ResultText()))
@@ -185,7 +229,7 @@ func EstimatePromptTokens(r *Request) int64 {
 	for _, t := range r.Tools {
 		chars += int64(len(t.Name) + len(t.Description) + len(t.InputSchema))
 	}
-	return max(dialect.EstimateTokens(chars)+3*int64(len(r.Messages)), 1)
+	return max(dialect.EstimateTokens(chars)+media+3*int64(len(r.Messages)), 1)
 }
 
 // MaxOutputTokens returns max_tokens; ok is false when it is not set (the

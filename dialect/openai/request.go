@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/belay-run/belay/dialect"
 )
@@ -50,10 +51,78 @@ type Message struct {
 	Refusal    string          `json:"refusal,omitempty"`
 }
 
-// ContentPart is one element of an array content.
+// ContentPart is one element of an array content: "text" (Text),
+// "image_url" (ImageURL), "input_audio" (InputAudio) or "file" (File).
 type ContentPart struct {
-	Type string `json:"type"`
-	Text string `json:"text,omitempty"`
+	Type       string      `json:"type"`
+	Text       string      `json:"text,omitempty"`
+	ImageURL   *ImageURL   `json:"image_url,omitempty"`
+	InputAudio *InputAudio `json:"input_audio,omitempty"`
+	File       *FilePart   `json:"file,omitempty"`
+}
+
+// ImageURL is an image part's image: a URL or a data: URL; Detail is
+// "low", "high" or "auto".
+type ImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// InputAudio is an audio part: base64 Data in Format ("wav", "mp3").
+type InputAudio struct {
+	Data   string `json:"data"`
+	Format string `json:"format,omitempty"`
+}
+
+// FilePart is a file part: inline base64 FileData (a data: URL) or an
+// uploaded file's FileID.
+type FilePart struct {
+	FileData string `json:"file_data,omitempty"`
+	FileID   string `json:"file_id,omitempty"`
+	Filename string `json:"filename,omitempty"`
+}
+
+// dataURLPayload returns the data of a data: URL ("data:MIME;base64,DATA"),
+// or s when it is not one.
+func dataURLPayload(s string) string {
+	if strings.HasPrefix(s, "data:") {
+		if _, data, ok := strings.Cut(s, ","); ok {
+			return data
+		}
+	}
+	return s
+}
+
+// parts returns an array content's parts; nil for a string or null content.
+func (m Message) parts() []ContentPart {
+	c := bytes.TrimSpace(m.Content)
+	if len(c) == 0 || c[0] != '[' {
+		return nil
+	}
+	var parts []ContentPart
+	_ = json.Unmarshal(c, &parts)
+	return parts
+}
+
+// mediaTokens estimates the message's non-text parts: an image is
+// dialect.OpenAIImageTokens (dialect.OpenAILowDetailImageTokens with detail
+// "low"), audio and files are estimated from their data size (see
+// dialect.EstimateAudioTokens and dialect.EstimateDocumentTokens).
+func (m Message) mediaTokens() int64 {
+	var n int64
+	for _, p := range m.parts() {
+		switch {
+		case p.Type == "image_url" && p.ImageURL != nil && p.ImageURL.Detail == "low":
+			n += dialect.OpenAILowDetailImageTokens
+		case p.Type == "image_url":
+			n += dialect.OpenAIImageTokens
+		case p.Type == "input_audio" && p.InputAudio != nil:
+			n += dialect.EstimateAudioTokens(int64(len(p.InputAudio.Data)))
+		case p.Type == "file" && p.File != nil:
+			n += dialect.EstimateDocumentTokens(int64(len(dataURLPayload(p.File.FileData))))
+		}
+	}
+	return n
 }
 
 // Text returns the message's text: the content string, or the text parts
@@ -68,10 +137,8 @@ func (m Message) Text() string {
 		_ = json.Unmarshal(c, &s)
 		return s
 	}
-	var parts []ContentPart
-	_ = json.Unmarshal(c, &parts)
 	var b bytes.Buffer
-	for _, p := range parts {
+	for _, p := range m.parts() {
 		if p.Type == "text" {
 			if b.Len() > 0 {
 				b.WriteByte('\n')
@@ -121,8 +188,8 @@ type FunctionCall struct {
 // errors.Is(err, failure.InvalidRequest)).
 func ParseRequest(body []byte) (*Request, error) {
 	var r Request
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, dialect.DecodeError(err)
+	if err := dialect.DecodeObject(body, &r); err != nil {
+		return nil, err
 	}
 	r.Raw = body
 	if err := r.Validate(); err != nil {
@@ -189,11 +256,13 @@ const perMessageTokens = 3
 // EstimatePromptTokens estimates the prompt tokens of r for a budget
 // reservation: ceil(chars/4) over message text, names, tool-call names and
 // arguments, and the raw JSON of tool declarations, plus 3 tokens per
-// message and 3 for the reply primer. It is an estimate, not a tokenizer
-// count; it is never below 1.
+// message and 3 for the reply primer, plus a per-part upper bound for
+// non-text parts: images, audio, files (see the dialect package's
+// constants). It is an estimate, not a tokenizer count; it is never below 1.
 func EstimatePromptTokens(r *Request) int64 {
-	var chars int64
+	var chars, media int64
 	for _, m := range r.Messages {
+		media += m.mediaTokens()
 		chars += int64(len(m.Text()) + len(m.Name) + len(m.Refusal))
 		for _, c := range m.ToolCalls {
 			chars += int64(len(c.Function.Name) + len(c.Function.Arguments))
@@ -202,7 +271,7 @@ func EstimatePromptTokens(r *Request) int64 {
 	for _, t := range r.Tools {
 		chars += int64(len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters))
 	}
-	n := dialect.EstimateTokens(chars) + perMessageTokens*int64(len(r.Messages)) + perMessageTokens
+	n := dialect.EstimateTokens(chars) + media + perMessageTokens*int64(len(r.Messages)) + perMessageTokens
 	return max(n, 1)
 }
 
