@@ -1,0 +1,278 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime"
+	"time"
+	"weak"
+
+	"github.com/google/uuid"
+
+	"github.com/belay-run/belay/store"
+)
+
+// Spec describes a run to start. Zero fields mean: a new UUID for ID, the
+// tenant "default", no limits.
+type Spec struct {
+	ID            string
+	Tenant        string
+	Agent         string
+	AgentVersion  string
+	PromptVersion string
+	Labels        map[string]string
+	Limits        store.Limits
+}
+
+// DefaultTenant is the tenant of a run started without one.
+const DefaultTenant = "default"
+
+// entry is one id in the live table. ready is closed once r or err is set
+// (both written under Manager.mu); until then the id is being started or
+// loaded and callers for the same id wait.
+type entry struct {
+	ready chan struct{}
+	r     *Run
+	err   error
+	start bool // a Start: its waiters try again when it fails
+}
+
+func (e *entry) wait(ctx context.Context) error {
+	select {
+	case <-e.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Start creates the run record (status running) and returns the live run.
+// An ID already stored, or live or being started in this process, is an
+// error wrapping store.ErrConflict (returned once the other start has
+// settled, so a Get that follows finds the run). A run whose tenant (or
+// everything) is killed starts, and its first step is refused.
+func (m *Manager) Start(ctx context.Context, s Spec) (*Run, error) {
+	if s.ID == "" {
+		s.ID = uuid.NewString()
+	}
+	if s.Tenant == "" {
+		s.Tenant = DefaultTenant
+	}
+	for {
+		m.mu.Lock()
+		if e, ok := m.live[s.ID]; ok {
+			m.mu.Unlock()
+			if err := e.wait(ctx); err != nil {
+				return nil, err
+			}
+			if e.err != nil {
+				continue // that start or load failed: try ours
+			}
+			return nil, fmt.Errorf("run: create %s: %w: the run exists", s.ID, store.ErrConflict)
+		}
+		if m.idle[s.ID].Value() != nil {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("run: create %s: %w: the run exists", s.ID, store.ErrConflict)
+		}
+		e := &entry{ready: make(chan struct{}), start: true}
+		m.live[s.ID] = e
+		m.mu.Unlock()
+		return m.create(ctx, s, e)
+	}
+}
+
+func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
+	rec := store.Run{
+		ID: s.ID, Tenant: s.Tenant, Agent: s.Agent, AgentVersion: s.AgentVersion,
+		PromptVersion: s.PromptVersion, Labels: maps.Clone(s.Labels), Limits: s.Limits,
+		Status: store.RunRunning, Started: m.now(),
+	}
+	if err := m.st.CreateRun(ctx, rec); err != nil {
+		err = fmt.Errorf("run: create %s: %w", s.ID, err)
+		m.publish(s.ID, e, nil, err)
+		return nil, err
+	}
+	r := m.newRun(rec)
+	m.publish(s.ID, e, r, nil)
+	m.sink.Record(r.runSpan())
+	r.arm()
+	return r, nil
+}
+
+// publish settles entry e of id: a failure or an ended run leaves the live
+// table, a running run stays in it. Waiters are woken outside the lock.
+func (m *Manager) publish(id string, e *entry, r *Run, err error) {
+	m.mu.Lock()
+	e.r, e.err = r, err
+	if err != nil || r.isEnded() {
+		if m.live[id] == e {
+			delete(m.live, id)
+		}
+		if r != nil {
+			m.idle[id] = weak.Make(r)
+		}
+	}
+	m.mu.Unlock()
+	close(e.ready)
+}
+
+// Get returns the run id: the one this process holds, otherwise the stored
+// record, which is held if it is still running. Concurrent calls for one
+// id share one store read and one *Run. An ended run is returned too; its
+// steps are refused. An unknown id is an error wrapping store.ErrNotFound.
+func (m *Manager) Get(ctx context.Context, id string) (*Run, error) {
+	for {
+		m.mu.Lock()
+		if e, ok := m.live[id]; ok {
+			m.mu.Unlock()
+			if err := e.wait(ctx); err != nil {
+				return nil, err
+			}
+			if e.err != nil {
+				if e.start {
+					continue // a failed start: the store decides
+				}
+				return nil, e.err
+			}
+			e.r.touch()
+			return e.r, nil
+		}
+		held := m.idle[id].Value()
+		delete(m.idle, id)
+		e := &entry{ready: make(chan struct{})}
+		m.live[id] = e
+		m.mu.Unlock()
+		return m.load(ctx, id, e, held)
+	}
+}
+
+// load reads the record of id and publishes the run: held, when an evicted
+// object is still referenced (it is revived, so the process keeps one
+// object per id), or a new one.
+func (m *Manager) load(ctx context.Context, id string, e *entry, held *Run) (*Run, error) {
+	rec, err := m.st.GetRun(ctx, id)
+	if held != nil {
+		if err == nil {
+			held.refresh(rec)
+		}
+		held.touch()
+		m.publish(id, e, held, nil)
+		return held, nil
+	}
+	if err != nil {
+		err = fmt.Errorf("run: get %s: %w", id, err)
+		m.publish(id, e, nil, err)
+		return nil, err
+	}
+	r := m.newRun(rec)
+	m.publish(id, e, r, nil)
+	if r.isEnded() {
+		return r, nil
+	}
+	r.arm() // a deadline already past stops the run at once
+	if k, ok := m.loadKills().forRun(r.id, r.tenant); ok {
+		r.kill(ctx, k)
+	}
+	return r, nil
+}
+
+// Resume is Get, named for the gateway's use: continue a run begun by an
+// earlier request or process.
+func (m *Manager) Resume(ctx context.Context, id string) (*Run, error) { return m.Get(ctx, id) }
+
+// held returns the runs this process holds (live, and evicted ones still
+// referenced by a caller).
+func (m *Manager) held() []*Run {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Run, 0, len(m.live)+len(m.idle))
+	for _, e := range m.live {
+		if e.r != nil {
+			out = append(out, e.r)
+		}
+	}
+	for _, w := range m.idle {
+		if r := w.Value(); r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// evict drops r from the live table when it may go: it has ended, no step
+// is open and its record is written; or, with idle set, it is still
+// running but has been idle for Config.IdleTTL. An evicted run is kept as a
+// weak reference so that a caller still holding it gets it back from Get.
+func (m *Manager) evict(r *Run, idle bool) bool {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.live[r.id]
+	if !ok || e.r != r || !r.evictable(now, idle) {
+		return false
+	}
+	delete(m.live, r.id)
+	m.idle[r.id] = weak.Make(r)
+	return true
+}
+
+// sweep evicts the runs idle for Config.IdleTTL and the ended ones.
+func (m *Manager) sweep() {
+	m.mu.Lock()
+	rs := make([]*Run, 0, len(m.live))
+	for _, e := range m.live {
+		if e.r != nil {
+			rs = append(rs, e.r)
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range rs {
+		m.evict(r, true)
+	}
+}
+
+func sweepEvery(ttl time.Duration) time.Duration {
+	return max(ttl/4, time.Millisecond)
+}
+
+// dropIdle forgets the weak reference of id once its run is collected.
+func (m *Manager) dropIdle(id string) {
+	m.mu.Lock()
+	if w, ok := m.idle[id]; ok && w.Value() == nil {
+		delete(m.idle, id)
+	}
+	m.mu.Unlock()
+}
+
+// Live returns the number of runs this Manager holds in memory (running,
+// or ended with steps still open or a record write pending).
+func (m *Manager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// Stats are counters of a Manager, for metrics. Safe to read at any time.
+type Stats struct {
+	// Live is the number of runs held in memory (see Live).
+	Live int
+	// StoreRetries counts store writes (a settle, a run record) that failed
+	// and were retried with backoff; each is also logged at WARN.
+	StoreRetries int64
+	// StoreFailures counts store writes given up after
+	// Config.StoreRetryFor (or at Close): spend or a run record that the
+	// store does not hold. Each is also logged at ERROR.
+	StoreFailures int64
+}
+
+// Stats returns the Manager's counters.
+func (m *Manager) Stats() Stats {
+	return Stats{Live: m.Live(), StoreRetries: m.stats.retries.Load(), StoreFailures: m.stats.failures.Load()}
+}
+
+// track registers the cleanup that forgets r's weak reference once r is
+// collected.
+func (m *Manager) track(r *Run) {
+	runtime.AddCleanup(r, m.dropIdle, r.id)
+}

@@ -1,0 +1,377 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
+)
+
+// open is the gateway's way to find a run: Get, else Start, else (a
+// concurrent request started it) Get again.
+func open(ctx context.Context, m *Manager, id string, lim store.Limits) (*Run, error) {
+	r, err := m.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		r, err = m.Start(ctx, Spec{ID: id, Tenant: "acme", Limits: lim})
+		if errors.Is(err, store.ErrConflict) {
+			r, err = m.Get(ctx, id)
+		}
+	}
+	return r, err
+}
+
+// Adversary finding 1: concurrent first requests on one run id built
+// several *Run objects, each with its own turn count, so the run served
+// more turns than MaxTurns and a stale object wrote "running" over the
+// stopped record.
+func TestRegression_ConcurrentStartSameRunID(t *testing.T) {
+	for trial := range 20 {
+		f := newFixture(t, nil)
+		ctx := context.Background()
+		lim := store.Limits{MaxTurns: 20}
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			objs   = map[*Run]bool{}
+			served atomic.Int64
+		)
+		turn := func() {
+			r, err := open(ctx, f.m, "burst", lim)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			objs[r] = true
+			mu.Unlock()
+			if r.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil }) == nil {
+				served.Add(1)
+			}
+		}
+		for range 60 {
+			wg.Go(turn)
+		}
+		wg.Wait()
+		for range 25 {
+			turn()
+		}
+		rec := f.stored(t, "burst")
+		if len(objs) != 1 || served.Load() != 20 || rec.Turns != 20 || rec.Cost != cents(20) ||
+			rec.Status != store.RunStopped || rec.StopReason != string(failure.MaxTurnsExceeded) {
+			t.Fatalf("trial %d: %d objects, %d turns served, record %+v", trial, len(objs), served.Load(), rec)
+		}
+	}
+}
+
+// Adversary finding 2: two processes on one store each counted turns in
+// memory, so together they served more than MaxTurns.
+func TestRegression_TwoProcessesShareTurnCap(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	lim := store.Limits{MaxTurns: 5}
+	served := 0
+	for i := range 9 {
+		m := f.m
+		if i%2 == 1 {
+			m = m2
+		}
+		r, err := open(ctx, m, "shared", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil })
+		if err == nil {
+			served++
+		} else {
+			wantReason(t, err, failure.MaxTurnsExceeded, failure.Fatal)
+		}
+	}
+	rec := f.stored(t, "shared")
+	if served != 5 || rec.Turns != 5 || rec.Cost != cents(5) || rec.Status != store.RunStopped {
+		t.Fatalf("served %d turns, record %+v", served, rec)
+	}
+	if b := f.balance(t, TurnScope("shared")); b.Settled != 5 || b.Reserved != 0 {
+		t.Fatalf("turn scope %+v", b)
+	}
+}
+
+// Adversary finding 4: a refused over-cap request canceled the run's
+// admitted turns still in flight and recorded them with no spend.
+func TestRegression_RefusalKeepsInFlightTurns(t *testing.T) {
+	cases := []struct {
+		name   string
+		limits store.Limits
+		want   failure.Reason
+	}{
+		{"turns", store.Limits{MaxTurns: 3}, failure.MaxTurnsExceeded},
+		{"budget", store.Limits{MaxCost: cents(30)}, failure.BudgetExceeded},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			ctx := context.Background()
+			r := f.start(t, Spec{ID: "slow", Tenant: "acme", Limits: c.limits})
+			var in []*Admitted
+			for range 3 {
+				a, err := r.Admit(ctx, modelStep(cents(10)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				in = append(in, a)
+			}
+			_, err := r.Admit(ctx, modelStep(cents(10)))
+			wantReason(t, err, c.want, failure.Fatal)
+			if rec := f.stored(t, "slow"); rec.Status != store.RunStopped || rec.StopReason != string(c.want) {
+				t.Fatalf("record at the refusal %+v", rec)
+			}
+			for i, a := range in {
+				if a.Context().Err() != nil {
+					t.Fatalf("in-flight step %d canceled: %v", i, context.Cause(a.Context()))
+				}
+			}
+			if r.Context().Err() != nil {
+				t.Fatal("run context canceled with steps in flight")
+			}
+			for _, a := range in { // 5 input tokens: 5¢ each
+				if err := a.Settle(ctx, usage(5, 0), Outcome{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec := f.stored(t, "slow")
+			if rec.Status != store.RunStopped || rec.StopReason != string(c.want) || rec.Turns != 3 ||
+				rec.Cost != cents(15) || rec.InputTokens != 15 {
+				t.Fatalf("record after the steps settled %+v", rec)
+			}
+			if b := f.balance(t, budget.RunScope("slow")); b.Settled != cents(15) || b.Reserved != 0 {
+				t.Fatalf("run scope %+v", b)
+			}
+			if r.Context().Err() == nil || f.m.Live() != 0 {
+				t.Fatalf("run context %v, live %d: want canceled and dropped once drained", r.Context().Err(), f.m.Live())
+			}
+		})
+	}
+}
+
+// A kill still cancels the steps a refusal let run on.
+func TestRegression_KillAfterRefusalCancelsInFlight(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r := f.start(t, Spec{ID: "k", Tenant: "acme", Limits: store.Limits{MaxTurns: 1}})
+	a, err := r.Admit(ctx, modelStep(cents(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Admit(ctx, modelStep(cents(1))); err == nil {
+		t.Fatal("second turn admitted")
+	}
+	if err := f.m.Kill(ctx, store.KillRun, "k", "stop it"); err != nil {
+		t.Fatal(err)
+	}
+	wantReason(t, context.Cause(a.Context()), failure.Killed, failure.Fatal)
+	if rec := f.stored(t, "k"); rec.StopReason != string(failure.MaxTurnsExceeded) {
+		t.Fatalf("the first stop reason was replaced: %+v", rec)
+	}
+}
+
+// flakyStore fails Settle and UpdateRun a number of times before passing
+// them to the memstore, as a locked SQLite file or a dropped connection.
+type flakyStore struct {
+	*memstore.Store
+	settleFails, updateFails atomic.Int64
+}
+
+var errBusy = errors.New("database is locked (SQLITE_BUSY)")
+
+func (s *flakyStore) Settle(ctx context.Context, id string, actual budget.USD) error {
+	if s.settleFails.Add(-1) >= 0 {
+		return errBusy
+	}
+	return s.Store.Settle(ctx, id, actual)
+}
+
+func (s *flakyStore) UpdateRun(ctx context.Context, r store.Run) error {
+	if s.updateFails.Add(-1) >= 0 {
+		return errBusy
+	}
+	return s.Store.UpdateRun(ctx, r)
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// Adversary finding 5: a settle that met a locked store was dropped and the
+// spend lost when the reservation expired.
+func TestRegression_SettleRetriedWhenStoreBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &flakyStore{Store: memstore.New()}
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1, ExpireEvery: -1,
+			Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		r, err := m.Start(ctx, Spec{ID: "busy", Tenant: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := r.Admit(ctx, modelStep(cents(10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The store stays locked for about 12 s (5 settles, 5 writes).
+		st.settleFails.Store(5)
+		st.updateFails.Store(5)
+		if err := a.Settle(ctx, usage(3, 0), Outcome{}); err != nil {
+			t.Fatalf("Settle: %v (want nil: retried in the background)", err)
+		}
+		if m.Live() != 1 {
+			t.Fatal("run dropped while its record write is pending")
+		}
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		b, _ := st.Balance(ctx, budget.RunScope("busy"))
+		rec, _ := st.GetRun(ctx, "busy")
+		s := m.Stats()
+		if b.Settled != cents(3) || b.Reserved != 0 || rec.Cost != cents(3) || rec.InputTokens != 3 ||
+			s.StoreRetries != 10 || s.StoreFailures != 0 {
+			t.Fatalf("balance %+v, record %+v, stats %+v", b, rec, s)
+		}
+
+		// A store down for longer than StoreRetryFor: given up and counted.
+		a, err = r.Admit(ctx, modelStep(cents(10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.settleFails.Store(1 << 30)
+		_ = a.Settle(ctx, usage(1, 0), Outcome{})
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if s := m.Stats(); s.StoreFailures != 1 {
+			t.Fatalf("stats %+v, want one failure given up", s)
+		}
+	})
+}
+
+// Adversary finding 7: runs never left the Manager's memory.
+func TestRegression_IdleRunsLeaveMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		idle, _ := m.Start(ctx, Spec{ID: "idle"})
+		done, _ := m.Start(ctx, Spec{ID: "done"})
+		_ = idle.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil })
+		if err := done.Finish(ctx, store.RunSucceeded, nil); err != nil {
+			t.Fatal(err)
+		}
+		if m.Live() != 1 {
+			t.Fatalf("live %d after Finish, want 1 (the ended run dropped)", m.Live())
+		}
+		time.Sleep(9 * time.Minute)
+		synctest.Wait()
+		if m.Live() != 1 {
+			t.Fatal("run dropped before its idle TTL")
+		}
+		time.Sleep(4 * time.Minute)
+		synctest.Wait()
+		if m.Live() != 0 {
+			t.Fatalf("live %d after the idle TTL, want 0", m.Live())
+		}
+		// Get brings it back: the same object while it is held.
+		got, err := m.Get(ctx, "idle")
+		if err != nil || got != idle || m.Live() != 1 {
+			t.Fatalf("Get after eviction: %p %v (held %p), live %d", got, err, idle, m.Live())
+		}
+		if err := got.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil }); err != nil {
+			t.Fatal(err)
+		}
+		if rec, _ := st.GetRun(ctx, "idle"); rec.Turns != 2 || rec.Status != store.RunRunning {
+			t.Fatalf("record %+v", rec)
+		}
+	})
+}
+
+// Adversary finding 8: with a deadline of 1ns, the deadline callback read
+// r.stopAF while newRun wrote it, and the run that ended at once was put in
+// the live table after it had been removed, so it stayed there forever.
+func TestRegression_InstantDeadlineRace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		// Each reading of the clock is 1ms later, so the deadline has
+		// passed when the run is built.
+		var ticks atomic.Int64
+		now := func() time.Time { return time.Now().Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		for _, id := range []string{"a", "b", "c"} {
+			r, err := m.Start(ctx, Spec{ID: id, Limits: store.Limits{Deadline: time.Nanosecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			_, err = r.Admit(ctx, modelStep(0))
+			wantReason(t, err, failure.DeadlineExceeded, failure.Fatal)
+			if rec, _ := st.GetRun(ctx, id); rec.Status != store.RunStopped || rec.StopReason != string(failure.DeadlineExceeded) {
+				t.Fatalf("record %+v", rec)
+			}
+		}
+		if m.Live() != 0 {
+			t.Fatalf("live %d, want 0: the runs that ended at once stayed", m.Live())
+		}
+	})
+}
+
+// A run stopped by another process stays stopped: this process's late
+// settle does not write "running" over it, and its next step is refused.
+func TestRegression_StoppedElsewhereStaysStopped(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	r1 := f.start(t, Spec{ID: "x", Tenant: "acme"})
+	a, err := r1.Admit(ctx, modelStep(cents(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := m2.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Finish(ctx, store.RunFailed, errors.New("agent gave up")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Settle(ctx, usage(2, 0), Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.stored(t, "x")
+	if rec.Status != store.RunFailed || rec.Cost != cents(2) || rec.Turns != 1 {
+		t.Fatalf("record %+v", rec)
+	}
+	_, err = r1.Admit(ctx, modelStep(cents(1)))
+	wantReason(t, err, failure.Canceled, failure.Fatal)
+}
