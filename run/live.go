@@ -276,3 +276,25 @@ func (m *Manager) Stats() Stats {
 func (m *Manager) track(r *Run) {
 	runtime.AddCleanup(r, m.dropIdle, r.id)
 }
+
+// flushLive waits for the background record writes of run id, if this
+// process holds it.
+func (m *Manager) flushLive(ctx context.Context, id string) {
+	for _, r := range m.held() {
+		if r.id == id {
+			_ = r.Flush(ctx)
+		}
+	}
+}
+
+// Flush waits until the records of every run this process holds have been
+// written (or their writes given up): for callers that read the store
+// next, such as `belay eval` before it reports.
+func (m *Manager) Flush(ctx context.Context) error {
+	for _, r := range m.held() {
+		if err := r.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}

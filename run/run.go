@@ -46,6 +46,8 @@ type Run struct {
 	costEstimated bool
 	dirty         bool // persistence: a newer record waits to be written
 	writing       bool
+	writeMu       sync.Mutex // held while a record is written, so writes do not cross
+	written       *sync.Cond // on mu: broadcast when a background write ends
 }
 
 // newRun builds the object for rec; a record that has ended gives an ended
@@ -53,6 +55,7 @@ type Run struct {
 func (m *Manager) newRun(rec store.Run) *Run {
 	r := &Run{m: m, id: rec.ID, tenant: rec.Tenant, rec: rec, open: map[*Admitted]struct{}{},
 		traceID: traceIDFor(rec.ID), spanID: runSpanIDFor(rec.ID), lastActive: m.now()}
+	r.written = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	m.track(r)
 	if rec.Status != store.RunRunning {
@@ -248,7 +251,7 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 		r.m.sink.Record(r.runSpan()) // with the kill event
 		return nil
 	}
-	perr := r.persist(ctx)
+	perr := r.persistNow(ctx)
 	r.m.sink.Record(r.runSpan())
 	r.m.evict(r, false)
 	return perr
@@ -318,12 +321,63 @@ func (r *Run) persist(ctx context.Context) error {
 	}
 	r.writing = true
 	r.mu.Unlock()
-	return r.m.durably(ctx, "write run record", r.id, r.writeLoop, func(err error) {
-		if err != nil { // given up: the next persist starts afresh
+	// The record is written off the request path: limits are enforced by
+	// the in-memory run and the ledger, not by the record, so a step does
+	// not wait for it (Flush does). Close waits for writes in flight.
+	if !r.m.retry.add() {
+		r.mu.Lock()
+		r.writing = false
+		r.mu.Unlock()
+		return r.persistNow(ctx)
+	}
+	go func() {
+		defer r.m.retry.wg.Done()
+		_ = r.m.durably(context.WithoutCancel(ctx), "write run record", r.id, r.writeLoop, func(err error) {
 			r.mu.Lock()
-			r.writing, r.dirty = false, false
+			if err != nil { // given up: the next persist starts afresh
+				r.writing, r.dirty = false, false
+			}
+			r.written.Broadcast()
 			r.mu.Unlock()
+			if r.isEnded() {
+				r.m.evict(r, false)
+			}
+		})
+	}()
+	return nil
+}
+
+// Flush waits until the record as it is now has been written to the store
+// (or its write given up), for callers that read the store next: Settle
+// and Tool write the record in the background; Finish writes it before it
+// returns.
+func (r *Run) Flush(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.written.Broadcast()
+	})
+	defer stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for (r.writing || r.dirty) && ctx.Err() == nil {
+		r.written.Wait()
+	}
+	return ctx.Err()
+}
+
+// persistNow writes the record before returning (retried in the
+// background if the store fails): the ends of a run use it, so the stored
+// record is final when Finish returns.
+func (r *Run) persistNow(ctx context.Context) error {
+	return r.m.durably(ctx, "write run record", r.id, func(ctx context.Context) error {
+		r.writeMu.Lock()
+		defer r.writeMu.Unlock()
+		if err := r.m.st.UpdateRun(ctx, r.counted(ctx)); err != nil {
+			return fmt.Errorf("run: write record %s: %w", r.id, err)
 		}
+		return nil
+	}, func(error) {
 		if r.isEnded() {
 			r.m.evict(r, false)
 		}
@@ -337,8 +391,10 @@ func (r *Run) writeLoop(ctx context.Context) error {
 	for r.dirty {
 		r.dirty = false
 		r.mu.Unlock()
-		rec := r.counted(ctx)
-		if err := r.m.st.UpdateRun(ctx, rec); err != nil {
+		r.writeMu.Lock()
+		err := r.m.st.UpdateRun(ctx, r.counted(ctx))
+		r.writeMu.Unlock()
+		if err != nil {
 			r.mu.Lock()
 			r.dirty = true
 			r.mu.Unlock()

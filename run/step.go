@@ -197,11 +197,8 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	r.mu.Lock()
 	a.resID, a.scopes, a.tb = id, scopes, tb
 	r.mu.Unlock()
-	if turnID != "" {
-		// A turn is used once admitted. A failed settle leaves it
-		// reserved, which counts the same.
-		_ = r.m.st.Settle(context.WithoutCancel(ctx), turnID, turnUnit)
-	}
+	// A turn is used once admitted: its reservation, which never expires,
+	// is left in place (Settled+Reserved counts it), saving a write.
 	return nil
 }
 

@@ -322,6 +322,7 @@ func TestGetResumesStoredRun(t *testing.T) {
 		t.Fatal("Get did not return the live run")
 	}
 	_ = r.Call(ctx, modelStep(cents(3)), func(context.Context) (budget.Usage, error) { return usage(1, 1), nil })
+	_ = r.Flush(ctx) // the record is written in the background
 
 	// Another process picks the run up from the store.
 	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink})
