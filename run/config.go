@@ -139,6 +139,11 @@ type Config struct {
 	// and Get reloads it). Default 10 minutes; negative keeps idle runs
 	// until they end. Ended runs are dropped once their record is written.
 	IdleTTL time.Duration
+	// EndIdle ends a running run when it is dropped for being idle, instead
+	// of leaving it running in the store: succeeded when its last model
+	// step succeeded, failed otherwise, with the error "idle for IdleTTL".
+	// The gateway sets it: its clients never say that a run is over.
+	EndIdle bool
 	// StoreRetryFor bounds the background retries of a store write that
 	// failed (a settle, a run record), with backoff from 100ms to 5s.
 	// Default 1 minute; negative disables retries (the error is returned).

@@ -228,6 +228,10 @@ func (m *Manager) sweep() {
 	}
 	m.mu.Unlock()
 	for _, r := range rs {
+		if m.cfg.EndIdle && r.idleRunning(m.now()) {
+			r.endIdle()
+			continue // evicted once its record is written
+		}
 		m.evict(r, true)
 	}
 }
@@ -297,4 +301,33 @@ func (m *Manager) Flush(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// idleRunning reports whether r is running with no step open for IdleTTL.
+func (r *Run) idleRunning(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ttl := r.m.cfg.IdleTTL
+	return !r.ended && len(r.open) == 0 && ttl > 0 && now.Sub(r.lastActive) >= ttl
+}
+
+// endIdle ends an idle run by the outcome of its last model step.
+func (r *Run) endIdle() {
+	r.mu.Lock()
+	status := store.RunSucceeded
+	if r.lastFailed {
+		status = store.RunFailed
+	}
+	r.mu.Unlock()
+	err := fmt.Errorf("idle for %s: no step since %s", r.m.cfg.IdleTTL, r.lastActiveTime().Format(time.RFC3339))
+	if status == store.RunSucceeded {
+		err = nil
+	}
+	_ = r.Finish(r.m.ctx, status, err)
+}
+
+func (r *Run) lastActiveTime() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastActive
 }

@@ -47,6 +47,7 @@ type Run struct {
 	dirty         bool // persistence: a newer record waits to be written
 	writing       bool
 	writeMu       sync.Mutex // held while a record is written, so writes do not cross
+	lastFailed    bool       // the last model step settled or failed with an error
 	written       *sync.Cond // on mu: broadcast when a background write ends
 }
 

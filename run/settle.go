@@ -79,6 +79,9 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	err := a.charge(ctx, cost)
 
 	r.mu.Lock()
+	if a.step.Kind == KindModel {
+		r.lastFailed = o.Err != nil
+	}
 	r.rec.InputTokens += u.InputTokens
 	r.rec.OutputTokens += u.OutputTokens
 	r.rec.Cost = r.rec.Cost.Add(cost)
@@ -197,6 +200,9 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	a.releaseReservation(ctx)
 	r := a.r
 	if a.step.Kind == KindModel {
+		r.mu.Lock()
+		r.lastFailed = true
+		r.mu.Unlock()
 		r.m.sink.Record(a.modelSpan(budget.Usage{}, Outcome{Err: err}, 0, false))
 	}
 	perr := r.persist(ctx)

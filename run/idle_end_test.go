@@ -1,0 +1,51 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
+)
+
+// With EndIdle (the gateway's setting), a run nobody uses for IdleTTL ends
+// by the outcome of its last model call, instead of staying running in
+// the store forever.
+func TestEndIdleRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1,
+			IdleTTL: time.Minute, EndIdle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		ok, _ := m.Start(ctx, Spec{ID: "ok"})
+		bad, _ := m.Start(ctx, Spec{ID: "bad"})
+		_ = ok.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil })
+		_ = bad.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) {
+			return budget.Usage{}, errors.New("upstream gave up")
+		})
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if rec, _ := st.GetRun(ctx, "ok"); rec.Status != store.RunRunning {
+			t.Fatalf("ended before its idle TTL: %+v", rec)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if rec, _ := st.GetRun(ctx, "ok"); rec.Status != store.RunSucceeded || rec.Ended.IsZero() {
+			t.Errorf("idle run after a good call: %+v, want succeeded", rec)
+		}
+		if rec, _ := st.GetRun(ctx, "bad"); rec.Status != store.RunFailed || rec.Error == "" {
+			t.Errorf("idle run after a failed call: %+v, want failed with the idle error", rec)
+		}
+		if m.Live() != 0 {
+			t.Errorf("%d runs still in memory", m.Live())
+		}
+	})
+}
