@@ -41,6 +41,11 @@ type Outcome struct {
 	Degraded      bool
 	FinishReasons []string
 	Attempts      []AttemptRecord
+	// InputMessages and OutputMessages are the call's payload as JSON (the
+	// request's messages, the response's message), recorded as
+	// gen_ai.input.messages and gen_ai.output.messages. The trace recorder
+	// drops or redacts them by the capture setting (off by default).
+	InputMessages, OutputMessages string
 	// Err is the failure that ended the step after it consumed tokens (a
 	// stream cut after output began, a cancellation): the usage is charged
 	// and the span records the failure.

@@ -117,6 +117,12 @@ func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimat
 	if o.ResponseModel != "" {
 		attrs[trace.AttrResponseModel] = o.ResponseModel
 	}
+	if o.InputMessages != "" {
+		attrs[trace.AttrInputMessages] = o.InputMessages
+	}
+	if o.OutputMessages != "" {
+		attrs[trace.AttrOutputMessages] = o.OutputMessages
+	}
 	if dep := cmpOr(o.Deployment, a.step.Deployment); dep != "" {
 		attrs[trace.AttrDeployment] = dep
 	}
