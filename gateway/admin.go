@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -83,8 +84,8 @@ func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.Ha
 			return
 		}
 		if err := f(w, r); err != nil {
-			status := http.StatusInternalServerError
 			var ae *adminError
+			status := 0
 			switch {
 			case errors.As(err, &ae):
 				status = ae.status
@@ -92,6 +93,12 @@ func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.Ha
 				status = http.StatusNotFound
 			case errors.Is(err, store.ErrConflict):
 				status = http.StatusConflict
+			}
+			if status == 0 { // the store failed: transient, details in the log only
+				s.log.LogAttrs(r.Context(), slog.LevelWarn, "admin: store unavailable", slogString("path", r.URL.Path), slogErr(err))
+				w.Header().Set("Retry-After", "1")
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "belay's store is unavailable; retry shortly"})
+				return
 			}
 			writeJSON(w, status, map[string]string{"error": err.Error()})
 		}

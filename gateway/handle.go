@@ -197,21 +197,25 @@ func (c *call) readBody() ([]byte, *failure.Error) {
 	rc := http.NewResponseController(c.w)
 	armed := timeout > 0 && rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, limit))
-	if armed {
-		_ = rc.SetReadDeadline(time.Time{})
-	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		var ne net.Error
-		switch {
-		case errors.As(err, &mbe):
-			return nil, refusal(failure.RequestTooLarge, fmt.Sprintf("request body is larger than max_body_bytes (%d bytes)", limit))
-		case errors.As(err, &ne) && ne.Timeout():
-			return nil, refusal(failure.InvalidRequest, fmt.Sprintf("request body not received within timeouts.body_read (%s)", timeout))
+	if err == nil {
+		if armed {
+			_ = rc.SetReadDeadline(time.Time{})
 		}
-		return nil, refusal(failure.InvalidRequest, "reading the request body failed")
+		return body, nil
 	}
-	return body, nil
+	// The body was not read to its end: the connection cannot carry
+	// another request. Close it after the answer (and keep the expired
+	// deadline, so the server does not wait for the rest of the body).
+	c.w.Header().Set("Connection", "close")
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &mbe):
+		return nil, refusal(failure.RequestTooLarge, fmt.Sprintf("request body is larger than max_body_bytes (%d bytes)", limit))
+	case errors.As(err, &ne) && ne.Timeout():
+		return nil, refusal(failure.InvalidRequest, fmt.Sprintf("request body not received within timeouts.body_read (%s)", timeout))
+	}
+	return nil, refusal(failure.InvalidRequest, "reading the request body failed")
 }
 
 func (c *call) unknownModel(model string) *failure.Error {

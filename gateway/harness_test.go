@@ -21,6 +21,7 @@ import (
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/sim"
+	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
 )
 
@@ -120,6 +121,25 @@ models:
 	}))
 	t.Cleanup(h.gw.Close)
 	return h
+}
+
+// flushRuns waits for the run records the manager writes in the
+// background (when it does: Manager.Flush), so a test can read the store.
+func flushRuns(t *testing.T, st *gateway.Stack) {
+	t.Helper()
+	if f, ok := any(st.Runs).(interface{ Flush(context.Context) error }); ok {
+		if err := f.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// record returns the stored run id, once the records are written.
+func (h *harness) record(id string) store.Run {
+	h.t.Helper()
+	flushRuns(h.t, h.stack)
+	r, _ := h.store.GetRun(context.Background(), id)
+	return r
 }
 
 // quiesce waits until every gateway handler has returned (a streaming

@@ -86,7 +86,7 @@ func TestMaxTurnsPerRun(t *testing.T) {
 	if n := h.upstreamCalls("oa-1"); n != 2 {
 		t.Errorf("upstream calls = %d, want 2", n)
 	}
-	r, _ := h.store.GetRun(context.Background(), "turns-1")
+	r := h.record("turns-1")
 	if r.Status != "stopped" || r.StopReason != "max_turns_exceeded" {
 		t.Errorf("run = %+v", r)
 	}
@@ -218,7 +218,7 @@ func TestTenantKeys(t *testing.T) {
 	if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: userMsg("hi")}, ooption.WithResponseInto(&resp)); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := h.store.GetRun(ctx, resp.Header.Get("X-Belay-Run-Id"))
+	r := h.record(resp.Header.Get("X-Belay-Run-Id"))
 	if r.Tenant != "acme" || r.Limits.MaxTurns != 1 {
 		t.Errorf("run = %+v", r)
 	}
@@ -228,7 +228,7 @@ func TestTenantKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ = h.store.GetRun(ctx, "acme-2")
+	r = h.record("acme-2")
 	if r.Limits.MaxTurns != 1 {
 		t.Errorf("max turns raised by a header: %+v", r.Limits)
 	}

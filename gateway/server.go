@@ -8,7 +8,12 @@
 // deployments that speak the client's dialect, circuit breakers, run
 // limits (turns, deadline, money), the kill switch and traces. Errors belay
 // decides itself come back in the client's dialect with
-// x-should-retry: false, so the official SDKs do not retry them again.
+// x-should-retry: false, so the official SDKs do not retry them again; the
+// exception is a failure of belay's own store (503 store_unavailable, with
+// Retry-After), which is transient. Error bodies never carry internals
+// (upstream URLs, socket addresses, database errors): those go to the log.
+// Unknown paths (404) and wrong methods (405) are JSON errors in the
+// caller's dialect too.
 //
 // The same Handler serves in-process Go clients through package transport,
 // so gateway and library share one request path.

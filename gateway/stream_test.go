@@ -107,7 +107,7 @@ func TestStreamCutAfterOutputIsAnError(t *testing.T) {
 		t.Errorf("upstream calls %d: a failure after output must not be retried", f.calls.Load())
 	}
 	h.quiesce()
-	r, _ := h.store.GetRun(context.Background(), resp.Header.Get("X-Belay-Run-Id"))
+	r := h.record(resp.Header.Get("X-Belay-Run-Id"))
 	if r.OutputTokens != 4 || r.Turns != 1 { // ceil(14 chars / 4)
 		t.Errorf("run = %+v", r)
 	}
@@ -167,7 +167,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		t.Fatal("upstream request was not canceled")
 	}
 	h.quiesce()
-	r, _ := h.store.GetRun(context.Background(), "disc-1")
+	r := h.record("disc-1")
 	if r.OutputTokens != 4 || r.Cost <= 0 {
 		t.Errorf("run = %+v; want the partial output charged", r)
 	}

@@ -18,7 +18,13 @@ type Turns interface {
 	// kill switch, the turns left, the deadline and the money left, and
 	// reserves the estimated cost of the call. A refusal is a Fatal
 	// *failure.Error (budget_exceeded, max_turns_exceeded,
-	// deadline_exceeded, killed).
+	// deadline_exceeded, killed). Any other error is taken for a store
+	// failure: the gateway answers 503 store_unavailable, which the
+	// client's SDK may retry.
+	//
+	// The Turn's context must be canceled with a *failure.Error cause when
+	// the run layer ends the call (kill, run stopped, run deadline): the
+	// gateway answers with that cause rather than "canceled".
 	Admit(ctx context.Context, a Admission) (Turn, error)
 }
 

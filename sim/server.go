@@ -10,6 +10,13 @@
 //	GET  /v1/models             OpenAI list shape; Anthropic shape when anthropic-version is sent
 //	GET  /sim/stats             Stats as JSON
 //
+// Output limits are honoured as a provider honours them: a reply longer
+// than max_tokens (OpenAI: max_completion_tokens, else max_tokens;
+// Anthropic: max_tokens) at 4 characters a token is cut there — text
+// first, then tool names and arguments; calls past the limit are dropped —
+// and ends with finish_reason "length" (OpenAI) or stop_reason
+// "max_tokens" (Anthropic); the usage reports at most the limit.
+//
 // Deployments: a path prefix /d/{name} selects the profile Config.Deployments
 // gives name (or SetProfile set); failing that, the built-in profile called
 // name ("/d/down/v1/messages" is always down); failing that, Config.Profile.

@@ -1,0 +1,186 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+
+	"github.com/belay-run/belay/dialect/anthropic"
+	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/failure"
+)
+
+// errUpstreamTooLarge is the cause of an attempt whose upstream response
+// (or one stream event) passed max_upstream_body_bytes.
+var errUpstreamTooLarge = errors.New("upstream response larger than max_upstream_body_bytes")
+
+// tooLarge is the failure of an attempt whose upstream response passed the
+// cap. It is a Degraded ServerError: a chat answer is a few hundred kB at
+// most, so a body past the cap (32 MiB by default) is a broken deployment
+// or proxy, not a model that may answer differently on a retry. The chain
+// falls back to the next deployment (and the breaker counts a failure),
+// without retrying this one.
+func tooLarge(d string, status int, limit int64) *failure.Error {
+	return &failure.Error{Kind: failure.Degraded, Reason: failure.ServerError, Status: status, Deployment: d,
+		Message: fmt.Sprintf("upstream deployment %s: response larger than max_upstream_body_bytes (%d bytes); not read further", d, limit),
+		Cause:   errUpstreamTooLarge}
+}
+
+// upstreamLimit is the configured cap on one upstream response.
+func (s *Server) upstreamLimit() int64 {
+	if n := s.cfg.MaxUpstreamBodyBytes; n > 0 {
+		return n
+	}
+	return defaultMaxUpstreamBodyBytes
+}
+
+const defaultMaxUpstreamBodyBytes = 32 << 20
+
+// ownErrors are the gateway's own causes, whose text is fit for a client.
+var ownErrors = []error{errFirstByte, errFirstToken, errIdle, errNotStream, errUpstreamTooLarge, errNoSim}
+
+// publicFailure returns fe with a message fit for a client. A failure
+// built from a Go error (a network error, whose text names the upstream
+// base URL and socket addresses) says "upstream deployment NAME: WHAT"
+// instead, WHAT being a short description (connection reset, connection
+// refused, timed out, ...). The Go error stays in Cause for the log. Other
+// failures (those read from a provider's response) are returned as they
+// are.
+func publicFailure(fe *failure.Error, dep string) *failure.Error {
+	if fe == nil || fe.Cause == nil || failure.As(fe.Cause) != nil || errors.Is(fe.Cause, errUpstreamTooLarge) {
+		return fe // not from a Go error, or already phrased for the client (tooLarge)
+	}
+	switch fe.Reason {
+	case failure.Timeout, failure.ConnectionError, failure.StreamInterrupted, failure.Canceled,
+		failure.ServerError, failure.Unknown:
+	default:
+		return fe
+	}
+	cp := *fe
+	cp.Message = "upstream deployment " + dep + ": " + describe(fe.Cause)
+	return &cp
+}
+
+// describe names what a Go error from an upstream exchange means, without
+// its text.
+func describe(err error) string {
+	for _, own := range ownErrors {
+		if errors.Is(err, own) {
+			return own.Error()
+		}
+	}
+	var (
+		dns     *net.DNSError
+		ne      net.Error
+		certErr *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		record  tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.ECONNABORTED):
+		return "connection aborted"
+	case errors.Is(err, syscall.EPIPE):
+		return "connection closed while the request was sent"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "connection closed before the response ended"
+	case errors.As(err, &dns):
+		return "host name lookup failed"
+	case errors.As(err, &certErr), errors.As(err, &unknown), errors.As(err, &record):
+		return "TLS handshake failed"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	}
+	return "connection failed"
+}
+
+// detail returns the text of the first error in err's chain that is not a
+// *failure.Error: what the log keeps of a failure the client sees without
+// internals. It is "" when there is none.
+func detail(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, ok := e.(*failure.Error); !ok {
+			return e.Error()
+		}
+	}
+	return ""
+}
+
+// finalFailure is the failure the call ends with, err being the router's.
+// A client that went away ends it Canceled. A chain stopped by its context
+// for another reason — the run layer canceling the turn because the run
+// was killed, stopped (turn cap, budget) or out of time — ends it with the
+// run layer's cause (a *failure.Error: killed, max_turns_exceeded,
+// deadline_exceeded, ...), so the client learns why, in its dialect,
+// instead of a bare "canceled".
+func (c *call) finalFailure(turnCtx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	fe := asFailure(err)
+	if c.r.Context().Err() != nil {
+		if fe.Reason == failure.Canceled {
+			return fe
+		}
+		cp := *failure.Wrap(failure.Canceled, context.Cause(c.r.Context()))
+		cp.OutputStarted, cp.Deployment = fe.OutputStarted, fe.Deployment
+		return &cp
+	}
+	if fe.Reason != failure.Canceled && fe.Reason != failure.DeadlineExceeded {
+		return fe
+	}
+	cause := failure.As(context.Cause(turnCtx))
+	if cause == nil || cause == fe {
+		return fe
+	}
+	cp := *cause
+	cp.OutputStarted = cp.OutputStarted || fe.OutputStarted
+	if cp.Deployment == "" {
+		cp.Deployment = fe.Deployment
+	}
+	return &cp
+}
+
+// Store unavailability: the run layer could not read or write belay's
+// store (a locked SQLite file, a dropped PostgreSQL connection). It is
+// transient, and nothing was sent upstream or charged, so the answer lets
+// the client's SDK retry: 503 with Retry-After, no x-should-retry: false.
+const (
+	storeUnavailableType    = "store_unavailable"
+	storeUnavailableMessage = "belay's store is unavailable (the call was not sent upstream and nothing was charged); retry shortly"
+	storeRetryAfterMS       = 1000
+)
+
+// errStoreUnavailable is the failure reported (metrics, logs) for a call
+// refused because the store failed; Cause holds the store's error.
+func errStoreUnavailable(cause error) *failure.Error {
+	return &failure.Error{Kind: failure.Transient, Reason: failure.ServerError, Status: http.StatusServiceUnavailable,
+		Message: storeUnavailableMessage, Cause: cause}
+}
+
+// storeUnavailable answers 503 in the client's dialect, with error type
+// "store_unavailable" (OpenAI code "store_unavailable") and Retry-After.
+func (c *call) storeUnavailable(cause error) (int, error) {
+	h := c.w.Header()
+	if c.f.dialect() == failure.DialectAnthropic {
+		anthropic.SetRetryAfter(h, storeRetryAfterMS)
+		anthropic.WriteError(c.w, http.StatusServiceUnavailable, storeUnavailableType, storeUnavailableMessage)
+	} else {
+		openai.SetRetryAfter(h, storeRetryAfterMS)
+		openai.WriteError(c.w, http.StatusServiceUnavailable, storeUnavailableType, storeUnavailableType, storeUnavailableMessage)
+	}
+	return http.StatusServiceUnavailable, errStoreUnavailable(cause)
+}
