@@ -131,6 +131,9 @@ func (c *call) serve() (int, error) {
 
 	// settle + record
 	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
+	if s.cfg.Capture != config.CaptureOff {
+		out.InputMessages, out.OutputMessages = c.payload()
+	}
 	cost, serr := turn.Settle(context.WithoutCancel(c.r.Context()), out)
 	if serr != nil {
 		s.log.LogAttrs(c.r.Context(), levelFor(serr), "settle failed", slogString("run", id), slogErr(serr))

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/belay-run/belay/run"
 	"net/http"
 	"strconv"
 	"time"
@@ -108,4 +109,20 @@ func (m *metrics) addSpend(tenant string, cost budget.USD) {
 	if cost > 0 {
 		m.spend.WithLabelValues(tenant).Add(cost.Float())
 	}
+}
+
+// watchRuns exports the run manager's counters: runs held in memory, and
+// store writes (settles, run records) retried and given up — a given-up
+// write is spend or a record the store does not hold.
+func (m *metrics) watchRuns(stats func() run.Stats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "belay_runs_in_memory",
+			Help: "Runs the gateway holds in memory."}, func() float64 { return float64(stats().Live) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "belay_store_write_retries_total",
+			Help: "Store writes (settles, run records) that failed and were retried."},
+			func() float64 { return float64(stats().StoreRetries) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "belay_store_write_failures_total",
+			Help: "Store writes given up after retrying: spend or run records the store does not hold."},
+			func() float64 { return float64(stats().StoreFailures) }),
+	)
 }

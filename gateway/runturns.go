@@ -54,6 +54,15 @@ type Disabler interface {
 	Disabled(d route.Deployment) bool
 }
 
+// runStats is implemented by a Turns that reports its run manager's
+// counters (runs in memory, store writes retried and given up).
+type runStats interface {
+	Stats() run.Stats
+}
+
+// Stats returns the run manager's counters.
+func (t *runTurns) Stats() run.Stats { return t.m.Stats() }
+
 // Disabled reports whether d or its model carries a kill flag.
 func (t *runTurns) Disabled(d route.Deployment) bool {
 	if _, ok := t.m.Killed(store.KillDeployment, d.Name); ok {
@@ -135,7 +144,8 @@ func (t *runTurn) Settle(ctx context.Context, o Outcome) (budget.USD, error) {
 	if len(o.Charges) == 0 && len(atts) == 0 {
 		return 0, t.adm.Fail(ctx, o.Err)
 	}
-	out := run.Outcome{Degraded: o.Result.Degraded, Err: o.Err}
+	out := run.Outcome{Degraded: o.Result.Degraded, Err: o.Err,
+		InputMessages: o.InputMessages, OutputMessages: o.OutputMessages}
 	for _, a := range atts {
 		out.Attempts = append(out.Attempts, run.AttemptRecord{Deployment: a.Deployment, Start: a.Start,
 			Duration: a.Duration, Wait: a.Wait, Failure: a.Failure})

@@ -45,7 +45,9 @@ type Options struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Approver decides approvals of irreversible tools for runs of this
-	// gateway's manager; nil denies them (default deny).
+	// gateway's manager; nil means the stored queue (run.QueueApprover):
+	// a request waits, up to its timeout (10 minutes), for a person to
+	// approve or deny it, and is denied when the time is up.
 	Approver run.Approver
 }
 
@@ -89,11 +91,21 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		ropts.Fanout = []trace.Sink{st.exporter}
 	}
 	st.Recorder = trace.NewRecorder(st.Store, ropts)
+	approver := o.Approver
+	if approver == nil {
+		// Irreversible tools wait in the stored queue for a person:
+		// `belay approvals approve ID`, or POST /admin/approvals/ID/approve.
+		approver = run.QueueApprover{Approvals: st.Store}
+	}
 	st.Runs, err = run.NewManager(run.Config{
 		Store: st.Store, Pricing: pricing, Sink: st.Recorder,
 		Policy:       run.Policy{Irreversible: cfg.Tools.Irreversible},
-		Approver:     o.Approver,
+		Approver:     approver,
 		TenantBudget: tenantBudgets(cfg),
+		// The gateway's clients never say a run is over: a run nobody
+		// uses for the idle TTL ends by the outcome of its last call.
+		EndIdle: true,
+		Logger:  o.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

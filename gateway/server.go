@@ -94,6 +94,9 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 		return nil, errors.New("gateway: Deps.Runs is required")
 	}
 	s := &Server{cfg: cfg, runs: deps.Runs, store: deps.Store, log: deps.Logger, metrics: newMetrics()}
+	if st, ok := deps.Runs.(runStats); ok {
+		s.metrics.watchRuns(st.Stats)
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -78,6 +78,10 @@ type Outcome struct {
 	// TimeToFirstToken is the stream's time to first output (0 when not
 	// a stream or no output).
 	TimeToFirstToken time.Duration
+	// InputMessages and OutputMessages are the call's payload as JSON, for
+	// the trace (set only when capture is not off; the recorder redacts
+	// them when capture is redacted).
+	InputMessages, OutputMessages string
 }
 
 // Charge is one attempt's usage on one deployment.
