@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,6 +154,18 @@ func mix(seed int64, scenario string, index int) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s/%d", seed, scenario, index)
 	return int64(h.Sum64() >> 1)
+}
+
+// RunKey returns the part of an eval run id that is the same in every
+// invocation of the suite: run ids are "evXXXXXXXX-SCENARIO-INDEX", where
+// the ev prefix is new each time (ids are unique in the store). Random
+// draws keyed by RunKey (the simulator's faults and replies) are then the
+// same for the same seed.
+func RunKey(runID string) string {
+	if prefix, rest, ok := strings.Cut(runID, "-"); ok && strings.HasPrefix(prefix, "ev") {
+		return rest
+	}
+	return runID
 }
 
 func newEvalID() string {

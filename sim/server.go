@@ -84,6 +84,19 @@ type Server struct {
 	spent map[spentKey]int
 	over  map[string]Profile
 	stats Stats
+	// runKey maps a run id to the part of it that keys random draws (see
+	// SetRunKey); nil means the whole id.
+	runKey func(string) string
+}
+
+// SetRunKey sets the function that maps a request's X-Belay-Run-Id to the
+// key of its random draws, in place of the whole id. An evaluation whose
+// run ids carry a per-invocation prefix strips it, so the same suite with
+// the same seed draws the same faults and replies every time.
+func (s *Server) SetRunKey(f func(runID string) string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runKey = f
 }
 
 type spentKey struct {
@@ -165,6 +178,12 @@ func (s *Server) profileFor(dep string) Profile {
 
 // requestRand returns the generator for one request (see the package doc).
 func (s *Server) requestRand(dep, runID string, body []byte) *rand.Rand {
+	s.mu.Lock()
+	keyOf := s.runKey
+	s.mu.Unlock()
+	if keyOf != nil {
+		runID = keyOf(runID)
+	}
 	h := sha256.New()
 	var seed [8]byte
 	binary.LittleEndian.PutUint64(seed[:], s.cfg.Seed)

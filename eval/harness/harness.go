@@ -83,6 +83,11 @@ func New(ctx context.Context, st store.Store, s *eval.Suite, p eval.Providers) (
 	if err != nil {
 		return nil, fmt.Errorf("%s: providers: %w", s.Path, err)
 	}
+	if stack.Sim != nil {
+		// The same seed gives the same faults and replies in every run of
+		// the suite, whatever the run ids' per-invocation prefix.
+		stack.Sim.SetRunKey(eval.RunKey)
+	}
 	if p.Sim != nil && stack.Sim != nil {
 		down, err := sim.ParseProfile("down")
 		if err != nil {
