@@ -40,8 +40,12 @@ const (
 	depDown    = "down"
 	depHealthy = "none"
 	// breakerThreshold is the consecutive failures that open a breaker in
-	// the reliability config.
-	breakerThreshold = 5
+	// the reliability config: belay's default.
+	breakerThreshold = 10
+	// stormRetry is the retry setting of the reliability config: a third of
+	// storm's attempts fail, so a call gets up to 12 attempts over its two
+	// deployments (0.53^12 < 0.1%), as in examples/refund-agent/storm-belay.yaml.
+	stormRetry = "max_attempts: 6, chain_max_attempts: 12"
 )
 
 // simConfig is belay over its built-in simulator: alias "storm" with two

@@ -62,8 +62,8 @@ func main() {
 	flag.BoolVar(&o.portkey, "portkey", true, "install and measure Portkey's gateway "+portkeyVersion+" if npm can")
 	flag.DurationVar(&o.portkeyWait, "portkey-install-timeout", 120*time.Second, "the one npm install attempt's time limit")
 	flag.StringVar(&o.store, "store", "", "diagnostic: the store URL of the belay under measurement instead of SQLite (memory://); the goals need the default")
-	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 5, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
-	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default belay's")
+	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 10, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
+	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 6, chain_max_attempts: 12\"")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
 
@@ -183,7 +183,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	sp, err := startBelay(ctx, o.belay, dir, "belay-sim", fmt.Sprintf(simConfig, adminKey, breakerYAML(o.simBreaker), o.simRetry), "")
+	retryYAML := o.simRetry
+	if retryYAML == "" {
+		retryYAML = stormRetry
+	}
+	sp, err := startBelay(ctx, o.belay, dir, "belay-sim", fmt.Sprintf(simConfig, adminKey, breakerYAML(o.simBreaker), retryYAML), "")
 	if err != nil {
 		return err
 	}
