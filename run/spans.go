@@ -43,6 +43,14 @@ func failAttrs(attrs map[string]any, err error) {
 	attrs[trace.AttrErrorType] = string(fe.Reason)
 	attrs[trace.AttrFailureKind] = fe.Kind.String()
 	attrs[trace.AttrFailureReason] = string(fe.Reason)
+	// The detail a reader needs to act on (the provider's message, the
+	// network error) goes to the trace, not to the client's error body.
+	if msg := err.Error(); msg != "" {
+		attrs[trace.AttrFailureMessage] = msg
+	}
+	if fe.Status != 0 {
+		attrs[trace.AttrHTTPStatus] = int64(fe.Status)
+	}
 }
 
 // runSpan is the run's span as of now: "invoke_agent {agent}".

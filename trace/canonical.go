@@ -34,6 +34,8 @@ type StepEvent struct {
 // same thing, and so are left out of the canonical form:
 //   - ids: tool call, conversation, response, request and approval ids,
 //     idempotency keys, and any event attribute named "id";
+//   - failure messages (they quote retry delays and request ids; the kind
+//     and reason stay);
 //   - timing: belay.wait_ms, belay.latency_ms;
 //   - token counts and cost: they move with sampling and token estimates
 //     even when the behaviour is the same, so cost is judged by budgets and
@@ -43,6 +45,7 @@ type StepEvent struct {
 // of the canonical form.
 var DefaultVolatile = []string{
 	AttrToolCallID, AttrConversationID, AttrResponseID, AttrRequestID, AttrIdempotency, AttrApproval, "id",
+	AttrFailureMessage,
 	AttrWaitMS, AttrLatencyMS,
 	AttrInputTokens, AttrOutputTokens, AttrCachedInputTokens, AttrCacheWriteTokens, AttrReasoningTokens,
 	AttrCostUSD, AttrCostEstimated,

@@ -77,23 +77,25 @@ const (
 	AttrErrorType         = "error.type"
 	AttrResponseID        = "gen_ai.response.id"
 
-	AttrFailureKind   = "belay.failure.kind"
-	AttrFailureReason = "belay.failure.reason"
-	AttrDeployment    = "belay.deployment"
-	AttrAttempt       = "belay.attempt"
-	AttrWaitMS        = "belay.wait_ms"
-	AttrCostUSD       = "belay.cost_usd"
-	AttrCostEstimated = "belay.cost_estimated"
-	AttrBreakerState  = "belay.breaker.state"
-	AttrDegraded      = "belay.degraded"
-	AttrTenant        = "belay.tenant"
-	AttrRunStatus     = "belay.run.status"
-	AttrStopReason    = "belay.run.stop_reason"
-	AttrIdempotency   = "belay.idempotency_key"
-	AttrApproval      = "belay.approval"       // the approval request's id
-	AttrApprovalState = "belay.approval.state" // approved, denied, expired
-	AttrRequestID     = "belay.request_id"     // the provider's request id (x-request-id)
-	AttrLatencyMS     = "belay.latency_ms"
+	AttrFailureKind    = "belay.failure.kind"
+	AttrFailureReason  = "belay.failure.reason"
+	AttrFailureMessage = "belay.failure.message"     // the failure's text, with its cause
+	AttrHTTPStatus     = "http.response.status_code" // OpenTelemetry HTTP semantic conventions
+	AttrDeployment     = "belay.deployment"
+	AttrAttempt        = "belay.attempt"
+	AttrWaitMS         = "belay.wait_ms"
+	AttrCostUSD        = "belay.cost_usd"
+	AttrCostEstimated  = "belay.cost_estimated"
+	AttrBreakerState   = "belay.breaker.state"
+	AttrDegraded       = "belay.degraded"
+	AttrTenant         = "belay.tenant"
+	AttrRunStatus      = "belay.run.status"
+	AttrStopReason     = "belay.run.stop_reason"
+	AttrIdempotency    = "belay.idempotency_key"
+	AttrApproval       = "belay.approval"       // the approval request's id
+	AttrApprovalState  = "belay.approval.state" // approved, denied, expired
+	AttrRequestID      = "belay.request_id"     // the provider's request id (x-request-id)
+	AttrLatencyMS      = "belay.latency_ms"
 )
 
 // Sink receives finished (or updated) spans. Implementations must be safe for
