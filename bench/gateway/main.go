@@ -62,7 +62,7 @@ func main() {
 	flag.BoolVar(&o.portkey, "portkey", true, "install and measure Portkey's gateway "+portkeyVersion+" if npm can")
 	flag.DurationVar(&o.portkeyWait, "portkey-install-timeout", 120*time.Second, "the one npm install attempt's time limit")
 	flag.StringVar(&o.store, "store", "", "diagnostic: the store URL of the belay under measurement instead of SQLite (memory://); the goals need the default")
-	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 10, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
+	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 10, failure_rate: 0.8, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
 	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 6, chain_max_attempts: 12\"")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
@@ -256,7 +256,11 @@ func measureRSS(ctx context.Context, o options, bel *target, pid int, m *measure
 // the consecutive-failure threshold the breaker goal is checked against.
 func breakerYAML(s string) string {
 	if strings.TrimSpace(s) == "" {
-		return fmt.Sprintf("consecutive_failures: %d", breakerThreshold)
+		// Storm deployments fail a third of their attempts and still serve;
+		// a breaker that trips at a 50% failure rate over a window cuts
+		// them off now and then, so the storm config trips at 80% (a
+		// deployment that is down still trips on 10 failures in a row).
+		return fmt.Sprintf("consecutive_failures: %d, failure_rate: 0.8", breakerThreshold)
 	}
 	return s
 }
