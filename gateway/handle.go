@@ -103,7 +103,7 @@ func (c *call) serve() (int, error) {
 
 	// admit
 	turn, err := s.runs.Admit(c.r.Context(), Admission{
-		RunID: id, Tenant: tenant.Name, TenantBudget: tenant.Budget, Limits: limits,
+		RunID: id, Named: c.r.Header.Get(HeaderRunID) == "", Tenant: tenant.Name, TenantBudget: tenant.Budget, Limits: limits,
 		Alias: req.model, Dialect: string(c.f.dialect()), Chain: c.chain,
 		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, Stream: req.stream,
 	})

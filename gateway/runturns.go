@@ -54,6 +54,10 @@ type Disabler interface {
 	Disabled(d route.Deployment) bool
 }
 
+// NamedRunIdleTTL is how long a run the gateway named itself (the client
+// sent no X-Belay-Run-Id) stays open after its last call.
+const NamedRunIdleTTL = 30 * time.Second
+
 // runStats is implemented by a Turns that reports its run manager's
 // counters (runs in memory, store writes retried and given up).
 type runStats interface {
@@ -83,8 +87,15 @@ func (t *runTurns) Unkill(ctx context.Context, target store.KillTarget, name str
 func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	r, err := t.m.Get(ctx, a.RunID)
 	if errors.Is(err, store.ErrNotFound) {
-		r, err = t.m.Start(ctx, run.Spec{ID: a.RunID, Tenant: a.Tenant, Limits: storeLimits(a.Limits),
-			Labels: map[string]string{"source": "gateway"}})
+		spec := run.Spec{ID: a.RunID, Tenant: a.Tenant, Limits: storeLimits(a.Limits),
+			Labels: map[string]string{"source": "gateway"}}
+		if a.Named {
+			// A run the gateway named: a client groups calls into a run by
+			// sending X-Belay-Run-Id, so this one is most likely a single
+			// call. It ends (and leaves memory) after a short idle time.
+			spec.IdleTTL = NamedRunIdleTTL
+		}
+		r, err = t.m.Start(ctx, spec)
 		if errors.Is(err, store.ErrConflict) { // started by a concurrent request
 			r, err = t.m.Get(ctx, a.RunID)
 		}

@@ -31,8 +31,9 @@ type Turns interface {
 // Admission describes one model call about to be made.
 type Admission struct {
 	// RunID names the run; the gateway makes a new one when the client
-	// sent no X-Belay-Run-Id.
+	// sent no X-Belay-Run-Id (then Named is true).
 	RunID string
+	Named bool
 	// Tenant is the tenant's name ("default" for an open gateway).
 	Tenant string
 	// TenantBudget is the tenant's budget (zero USD: unlimited).

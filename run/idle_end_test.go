@@ -49,3 +49,34 @@ func TestEndIdleRuns(t *testing.T) {
 		}
 	})
 }
+
+// A run's own IdleTTL (the gateway's runs it named itself) replaces the
+// Manager's.
+func TestSpecIdleTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1,
+			IdleTTL: 10 * time.Minute, EndIdle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		short, _ := m.Start(ctx, Spec{ID: "short", IdleTTL: 30 * time.Second})
+		long, _ := m.Start(ctx, Spec{ID: "long"})
+		for _, r := range []*Run{short, long} {
+			_ = r.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil })
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if rec, _ := st.GetRun(ctx, "short"); rec.Status != store.RunSucceeded {
+			t.Errorf("short-lived run after a minute idle: %s, want succeeded", rec.Status)
+		}
+		if rec, _ := st.GetRun(ctx, "long"); rec.Status != store.RunRunning {
+			t.Errorf("run with the default TTL after a minute idle: %s, want running", rec.Status)
+		}
+		if m.Live() != 1 {
+			t.Errorf("%d runs in memory, want 1", m.Live())
+		}
+	})
+}

@@ -23,6 +23,10 @@ type Spec struct {
 	PromptVersion string
 	Labels        map[string]string
 	Limits        store.Limits
+	// IdleTTL, when positive, replaces Config.IdleTTL for this run (the
+	// gateway gives runs it named itself, which no client can continue
+	// without reading the id back, a short one).
+	IdleTTL time.Duration
 }
 
 // DefaultTenant is the tenant of a run started without one.
@@ -94,6 +98,7 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 		return nil, err
 	}
 	r := m.newRun(rec)
+	r.ttl = s.IdleTTL
 	m.publish(s.ID, e, r, nil)
 	m.sink.Record(r.runSpan())
 	r.arm()
@@ -236,8 +241,10 @@ func (m *Manager) sweep() {
 	}
 }
 
+// sweepEvery is the interval of the idle sweep: a quarter of the idle TTL,
+// at most 5s (runs may carry shorter TTLs of their own, Spec.IdleTTL).
 func sweepEvery(ttl time.Duration) time.Duration {
-	return max(ttl/4, time.Millisecond)
+	return min(max(ttl/4, time.Millisecond), 5*time.Second)
 }
 
 // dropIdle forgets the weak reference of id once its run is collected.
@@ -307,7 +314,7 @@ func (m *Manager) Flush(ctx context.Context) error {
 func (r *Run) idleRunning(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ttl := r.m.cfg.IdleTTL
+	ttl := r.idleTTL()
 	return !r.ended && len(r.open) == 0 && ttl > 0 && now.Sub(r.lastActive) >= ttl
 }
 
@@ -319,7 +326,7 @@ func (r *Run) endIdle() {
 		status = store.RunFailed
 	}
 	r.mu.Unlock()
-	err := fmt.Errorf("idle for %s: no step since %s", r.m.cfg.IdleTTL, r.lastActiveTime().Format(time.RFC3339))
+	err := fmt.Errorf("idle for %s: no step since %s", r.idleTTL(), r.lastActiveTime().Format(time.RFC3339))
 	if status == store.RunSucceeded {
 		err = nil
 	}
@@ -330,4 +337,12 @@ func (r *Run) lastActiveTime() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastActive
+}
+
+// idleTTL is the run's idle time-to-live: its Spec's, else the Manager's.
+func (r *Run) idleTTL() time.Duration {
+	if r.ttl > 0 {
+		return r.ttl
+	}
+	return r.m.cfg.IdleTTL
 }

@@ -46,9 +46,10 @@ type Run struct {
 	costEstimated bool
 	dirty         bool // persistence: a newer record waits to be written
 	writing       bool
-	writeMu       sync.Mutex // held while a record is written, so writes do not cross
-	lastFailed    bool       // the last model step settled or failed with an error
-	written       *sync.Cond // on mu: broadcast when a background write ends
+	writeMu       sync.Mutex    // held while a record is written, so writes do not cross
+	lastFailed    bool          // the last model step settled or failed with an error
+	ttl           time.Duration // Spec.IdleTTL; 0: the Manager's
+	written       *sync.Cond    // on mu: broadcast when a background write ends
 }
 
 // newRun builds the object for rec; a record that has ended gives an ended
@@ -112,7 +113,7 @@ func (r *Run) evictable(now time.Time, idle bool) bool {
 	if r.ended {
 		return r.drained
 	}
-	ttl := r.m.cfg.IdleTTL
+	ttl := r.idleTTL()
 	return idle && ttl > 0 && now.Sub(r.lastActive) >= ttl
 }
 
