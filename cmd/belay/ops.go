@@ -190,6 +190,7 @@ func approvalsCmd() *cobra.Command {
 		Short: "List pending approvals of irreversible tool calls, and approve or deny them",
 	}
 	var all, asJSON bool
+	var limit int
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List pending approvals, oldest first (--all: every state)",
@@ -204,6 +205,10 @@ func approvalsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if limit > 0 && len(as) > limit { // the newest, still oldest first
+					fmt.Fprintf(cmd.ErrOrStderr(), "(%d older approvals not shown; --limit 0 shows all)\n", len(as)-limit)
+					as = as[len(as)-limit:]
+				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), nonNilSlice(as))
 				}
@@ -212,6 +217,7 @@ func approvalsCmd() *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&all, "all", false, "include decided and expired approvals")
+	list.Flags().IntVar(&limit, "limit", 100, "show at most this many, the newest (0: all)")
 	list.Flags().BoolVar(&asJSON, "json", false, "print the approvals as JSON")
 	c.AddCommand(list, decideCmd("approve", store.ApprovalApproved), decideCmd("deny", store.ApprovalDenied))
 	return c
