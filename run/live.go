@@ -330,7 +330,7 @@ func (r *Run) endIdle() {
 	if status == store.RunSucceeded {
 		err = nil
 	}
-	_ = r.Finish(r.m.ctx, status, err)
+	_ = r.end(context.WithValue(r.m.ctx, asyncEndKey{}, true), status, err, false)
 }
 
 func (r *Run) lastActiveTime() time.Time {

@@ -71,6 +71,10 @@ type Manager struct {
 
 	stats storeStats
 	retry retrier
+	// writers bounds the run-record writes in the background: when it is
+	// full, the next write waits (backpressure on the request path)
+	// instead of queueing without bound.
+	writers chan struct{}
 
 	ctx  context.Context // canceled by Close
 	stop context.CancelFunc
@@ -86,7 +90,8 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, st: cfg.Store, pricing: cfg.Pricing, sink: cfg.Sink, now: cfg.Now,
-		owner: cfg.Owner, rand: cfg.Rand, live: map[string]*entry{}, idle: map[string]weak.Pointer[Run]{},
+		writers: make(chan struct{}, maxBackgroundWrites),
+		owner:   cfg.Owner, rand: cfg.Rand, live: map[string]*entry{}, idle: map[string]weak.Pointer[Run]{},
 		done: make(chan struct{})}
 	if m.pricing == nil {
 		m.pricing = budget.DefaultPricing()

@@ -253,11 +253,27 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 		r.m.sink.Record(r.runSpan()) // with the kill event
 		return nil
 	}
+	if async, _ := ctx.Value(asyncEndKey{}).(bool); async {
+		// An idle run ended by the sweep: its record is written in the
+		// background (and the run evicted once it is), so one sweep can
+		// end many runs.
+		perr := r.persist(ctx)
+		r.m.sink.Record(r.runSpan())
+		return perr
+	}
 	perr := r.persistNow(ctx)
 	r.m.sink.Record(r.runSpan())
 	r.m.evict(r, false)
 	return perr
 }
+
+// asyncEndKey marks the context of an end whose record may be written in
+// the background.
+type asyncEndKey struct{}
+
+// maxBackgroundWrites bounds the run-record writes in flight in the
+// background (Manager.writers).
+const maxBackgroundWrites = 256
 
 // stepClosed runs after a step has closed and its record was written: it
 // completes a soft end once no step is open, and lets the Manager drop an
@@ -326,7 +342,16 @@ func (r *Run) persist(ctx context.Context) error {
 	// The record is written off the request path: limits are enforced by
 	// the in-memory run and the ledger, not by the record, so a step does
 	// not wait for it (Flush does). Close waits for writes in flight.
+	select {
+	case r.m.writers <- struct{}{}:
+	case <-ctx.Done(): // the caller gave up waiting: write here instead
+		r.mu.Lock()
+		r.writing = false
+		r.mu.Unlock()
+		return r.persistNow(ctx)
+	}
 	if !r.m.retry.add() {
+		<-r.m.writers
 		r.mu.Lock()
 		r.writing = false
 		r.mu.Unlock()
@@ -334,6 +359,7 @@ func (r *Run) persist(ctx context.Context) error {
 	}
 	go func() {
 		defer r.m.retry.wg.Done()
+		defer func() { <-r.m.writers }()
 		_ = r.m.durably(context.WithoutCancel(ctx), "write run record", r.id, r.writeLoop, func(err error) {
 			r.mu.Lock()
 			if err != nil { // given up: the next persist starts afresh
@@ -425,7 +451,10 @@ func (r *Run) counted(ctx context.Context) store.Run {
 		}
 	}
 	var ledger store.Run
-	if r.rec.Limits.MaxTurns > 0 { // Limits never change
+	r.mu.Lock()
+	maxTurns := r.rec.Limits.MaxTurns
+	r.mu.Unlock()
+	if maxTurns > 0 {
 		if b, err := r.m.st.Balance(ctx, TurnScope(r.id)); err == nil {
 			ledger.Turns = int(b.Settled + b.Reserved)
 		}
