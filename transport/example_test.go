@@ -45,7 +45,9 @@ func Example() {
 	fmt.Println(resp.Choices[0].Message.Content != "")
 
 	out, err := r.Tool(ctx, run.ToolCall{Name: "lookup_order", Arguments: json.RawMessage(`{"order_id":"A-1001"}`)},
-		func(ctx context.Context) (json.RawMessage, error) { return json.RawMessage(`{"status":"delivered"}`), nil })
+		func(ctx context.Context) (json.RawMessage, error) {
+			return json.RawMessage(`{"status":"delivered"}`), nil
+		})
 	fmt.Println(string(out), err)
 
 	if err := r.Finish(ctx, store.RunSucceeded, nil); err != nil {
