@@ -85,7 +85,11 @@ func (t *runTurns) Unkill(ctx context.Context, target store.KillTarget, name str
 }
 
 func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
-	r, err := t.m.Get(ctx, a.RunID)
+	var r *run.Run
+	err := store.ErrNotFound
+	if !a.Named { // a run id the gateway just made is new: no lookup
+		r, err = t.m.Get(ctx, a.RunID)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		spec := run.Spec{ID: a.RunID, Tenant: a.Tenant, Limits: storeLimits(a.Limits),
 			Labels: map[string]string{"source": "gateway"}}
