@@ -81,8 +81,11 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 		// provider charges for it, so neither does the ledger.
 		cost, estimated = 0, false
 	}
-	err := a.charge(ctx, cost)
-
+	// Count the spend in memory before the ledger: a record written in
+	// between raises its cost to the ledger's (which counts every
+	// process), and the ledger must never be ahead of this process's own
+	// count, or the same spend would be counted twice (regression:
+	// TestRegression_ConcurrentStartSameRunID's cost).
 	r.mu.Lock()
 	if a.step.Kind == KindModel {
 		r.lastFailed = o.Err != nil
@@ -94,6 +97,8 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	a.cost, a.estimated = cost, estimated
 	ended := r.ended
 	r.mu.Unlock()
+
+	err := a.charge(ctx, cost)
 
 	r.m.sink.Record(a.modelSpan(u, o, cost, estimated))
 	for i, at := range o.Attempts {
