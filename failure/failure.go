@@ -29,6 +29,7 @@
 package failure
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -236,7 +237,7 @@ func (e *Error) Is(target error) bool {
 // As returns the *Error in err's chain, or nil.
 func As(err error) *Error {
 	var fe *Error
-	if errorsAs(err, &fe) {
+	if errors.As(err, &fe) {
 		return fe
 	}
 	return nil

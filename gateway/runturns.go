@@ -20,8 +20,8 @@ import (
 const DefaultReserveOutputTokens = 4096
 
 // RunTurns adapts a *run.Manager to Turns. pricing must be the table the
-// Manager prices with (nil: budget.DefaultPricing()); it gives the cost
-// returned by Settle for the x-belay-cost-usd header.
+// Manager prices with (nil: budget.DefaultPricing()); it prices each
+// deployment of a call's chain so the reservation covers the costliest.
 //
 // A run is started on its first request (with the tenant and the
 // request's effective limits, which later requests of the run cannot
@@ -175,10 +175,9 @@ func (t *runTurn) Settle(ctx context.Context, o Outcome) (budget.USD, error) {
 		out.Provider, out.Model, out.Deployment = d.Provider, d.Model, d.Name
 	}
 	err := t.adm.Settle(ctx, u, out)
-	var cost budget.USD
-	if out.Model != "" {
-		cost, _ = t.t.pricing.Cost(out.Provider, out.Model, u)
-	}
+	// What the run charged (an estimate for an unpriced model), not a
+	// second pricing of the usage here.
+	cost, _ := t.adm.Cost()
 	return cost, err
 }
 

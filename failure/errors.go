@@ -1,5 +1,0 @@
-package failure
-
-import "errors"
-
-var errorsAs = errors.As
