@@ -256,7 +256,7 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 			return next, last
 		}
 		wait = d.Wait
-		if err := sleep(l.ctx, wait); err != nil {
+		if err := retry.Sleep(l.ctx, wait); err != nil {
 			return stop, contextFailure(err, last)
 		}
 		// A retry holds the budget while its attempt is in flight, as
@@ -291,21 +291,6 @@ func (l *loop) left() time.Duration {
 		return time.Until(dl)
 	}
 	return retry.NoDeadline
-}
-
-// sleep waits d or until ctx is done, and returns ctx.Err() in that case.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // classify returns err as a *failure.Error naming the deployment, nil for

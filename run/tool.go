@@ -282,14 +282,7 @@ func (r *Run) retryTool(ctx context.Context, call ToolCall, attempt int, ferr er
 	if d.Action != retry.Retry {
 		return false
 	}
-	t := time.NewTimer(d.Wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return retry.Sleep(ctx, d.Wait) == nil
 }
 
 type keyCtx struct{}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/dialect/sse"
+	"github.com/belay-run/belay/retry"
 )
 
 // anthropicWire renders the Anthropic Messages dialect.
@@ -181,7 +182,7 @@ func (a anthropicWire) stream(w http.ResponseWriter, r *http.Request, ex *exchan
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	_ = sse.Flush(w)
-	if sleep(r.Context(), p.firstDelay) != nil {
+	if retry.Sleep(r.Context(), p.firstDelay) != nil {
 		return
 	}
 	for i, ev := range events {
@@ -192,7 +193,7 @@ func (a anthropicWire) stream(w http.ResponseWriter, r *http.Request, ex *exchan
 			}
 			return
 		}
-		if i > 0 && sleep(r.Context(), p.chunkDelay) != nil {
+		if i > 0 && retry.Sleep(r.Context(), p.chunkDelay) != nil {
 			return
 		}
 		if sse.Write(w, ev.name, ev.data) != nil {

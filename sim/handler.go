@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/retry"
 )
 
 // exchange is one parsed model request and what the sim decided for it.
@@ -197,7 +198,7 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, wr wire) {
 
 	w.Header().Set(wr.idHeader(), ex.requestID)
 	if fault != Reset && fault != Hang {
-		if sleep(r.Context(), latency) != nil {
+		if retry.Sleep(r.Context(), latency) != nil {
 			return
 		}
 	}
@@ -235,7 +236,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, wr wire, ex *ex
 		wr.stream(w, r, ex, rep, plan)
 		return
 	}
-	if sleep(r.Context(), plan.firstDelay) != nil {
+	if retry.Sleep(r.Context(), plan.firstDelay) != nil {
 		return
 	}
 	body := wr.body(ex, rep)

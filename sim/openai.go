@@ -8,6 +8,7 @@ import (
 
 	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/dialect/sse"
+	"github.com/belay-run/belay/retry"
 )
 
 // openaiWire renders the OpenAI Chat Completions dialect.
@@ -147,7 +148,7 @@ func (openaiWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, r
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	_ = sse.Flush(w)
-	if sleep(r.Context(), p.firstDelay) != nil {
+	if retry.Sleep(r.Context(), p.firstDelay) != nil {
 		return
 	}
 	for i, data := range events {
@@ -158,7 +159,7 @@ func (openaiWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, r
 			}
 			return
 		}
-		if i > 0 && sleep(r.Context(), p.chunkDelay) != nil {
+		if i > 0 && retry.Sleep(r.Context(), p.chunkDelay) != nil {
 			return
 		}
 		if sse.Write(w, "", data) != nil {

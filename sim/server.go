@@ -229,22 +229,6 @@ func (s *Server) spend(rule int, runID string, times int) bool {
 	return true
 }
 
-// sleep waits d or until ctx ends; it uses a timer so testing/synctest can
-// drive it.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // ListenAndServe serves a new Server for cfg on addr until ctx ends, then
 // closes it (hung requests are cut). It returns nil after ctx ends, or the
 // listener's error.
