@@ -78,12 +78,9 @@ func (s *Store) Complete(_ context.Context, key, owner string, result []byte, is
 		return err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.idem[key]
-	if !ok {
-		return fmt.Errorf("%w: idempotency key %q", store.ErrNotFound, key)
-	}
-	if r.completed || r.owner != owner {
-		return fmt.Errorf("%w: key %q is held or completed by %q", store.ErrConflict, key, r.owner)
+	r, err := s.heldBy(key, owner)
+	if err != nil {
+		return err
 	}
 	r.completed, r.result, r.isError = true, slices.Clone(result), isError
 	return nil
@@ -96,15 +93,24 @@ func (s *Store) Abandon(_ context.Context, key, owner string) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.idem[key]
-	if !ok {
-		return fmt.Errorf("%w: idempotency key %q", store.ErrNotFound, key)
-	}
-	if r.completed || r.owner != owner {
-		return fmt.Errorf("%w: key %q is held or completed by %q", store.ErrConflict, key, r.owner)
+	if _, err := s.heldBy(key, owner); err != nil {
+		return err
 	}
 	delete(s.idem, key)
 	return nil
+}
+
+// heldBy returns key's record when owner holds it, not completed; s.mu is
+// held by the caller.
+func (s *Store) heldBy(key, owner string) (*idemRecord, error) {
+	r, ok := s.idem[key]
+	if !ok {
+		return nil, fmt.Errorf("%w: idempotency key %q", store.ErrNotFound, key)
+	}
+	if r.completed || r.owner != owner {
+		return nil, fmt.Errorf("%w: key %q is held or completed by %q", store.ErrConflict, key, r.owner)
+	}
+	return r, nil
 }
 
 func copyApproval(a store.Approval) store.Approval {
