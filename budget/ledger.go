@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -10,6 +11,35 @@ import (
 // budget_exceeded by the run layer) when a reservation does not fit in one of
 // its scopes.
 var ErrExceeded = errors.New("budget: reservation exceeds the limit")
+
+// ExceededError is the refusal of one reservation by one scope; it wraps
+// ErrExceeded. The SQL stores return it (errors.As) from Reserve and
+// BatchLedger.ReserveAll, so that a caller holding several reservations
+// learns which one did not fit.
+type ExceededError struct {
+	ID     string // the reservation refused
+	Scope  Scope
+	Amount USD
+	Limit  USD
+}
+
+func (e *ExceededError) Error() string {
+	return fmt.Sprintf("%v: reservation %q of %v in scope %q (limit %v)", ErrExceeded, e.ID, e.Amount, e.Scope, e.Limit)
+}
+
+func (e *ExceededError) Unwrap() error { return ErrExceeded }
+
+// BatchLedger is a Ledger that holds several reservations in one atomic
+// write (one transaction, one round trip): a caller that needs a turn and
+// the money for it reserves both at once.
+type BatchLedger interface {
+	Ledger
+	// ReserveAll holds every reservation of rs, or none of them: a refusal
+	// by any scope changes nothing and returns an error wrapping
+	// ErrExceeded (a *ExceededError naming the reservation and scope).
+	// Other errors are as for Reserve.
+	ReserveAll(ctx context.Context, rs []Reservation) error
+}
 
 // ErrUnknownReservation is returned by Settle and Release for an id that was
 // never reserved, or was already settled, released or expired.

@@ -1,6 +1,7 @@
 package failure
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -60,7 +61,10 @@ func ClassifyResponseAt(now time.Time, d Dialect, status int, h http.Header, bod
 	if success && isEventStream(h) {
 		return classifyStreamResponse(now, d, status, h, body)
 	}
-	w := parseWireError(body)
+	var w wireError
+	if !success || mayHoldError(body) {
+		w = parseWireError(body)
+	}
 	htmlPage := !w.found && isHTML(h, body)
 	var e *Error
 	switch {
@@ -83,6 +87,14 @@ func ClassifyResponseAt(now time.Time, d Dialect, status int, h http.Header, bod
 	e.Status = status
 	applyHeaders(e, h, now)
 	return e
+}
+
+// mayHoldError reports whether a 2xx body can carry an error object or a
+// block reason: only when the quoted key "error" or "promptFeedback" occurs
+// in it (inside a JSON string such a word would be escaped, \"error\").
+// A body without either is a success without decoding it.
+func mayHoldError(body []byte) bool {
+	return bytes.Contains(body, []byte(`"error"`)) || bytes.Contains(body, []byte(`"promptFeedback"`))
 }
 
 // classifyStreamResponse classifies a 2xx response whose body is a stream,

@@ -98,6 +98,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 			// sending X-Belay-Run-Id, so this one is most likely a single
 			// call. It ends (and leaves memory) after a short idle time.
 			spec.IdleTTL = NamedRunIdleTTL
+			spec.Fresh = true // a new UUID: its record is written in the background
 		}
 		r, err = t.m.Start(ctx, spec)
 		if errors.Is(err, store.ErrConflict) { // started by a concurrent request

@@ -111,8 +111,13 @@ func (f *fixture) start(t *testing.T, s Spec) *Run {
 	return r
 }
 
+// balance returns a scope's balance once the background ledger writes of
+// the live runs have landed.
 func (f *fixture) balance(t *testing.T, s budget.Scope) budget.Balance {
 	t.Helper()
+	if err := f.m.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	b, err := f.st.Balance(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)

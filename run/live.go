@@ -27,6 +27,15 @@ type Spec struct {
 	// gateway gives runs it named itself, which no client can continue
 	// without reading the id back, a short one).
 	IdleTTL time.Duration
+	// Fresh says ID was made for this Start and no one else knows it yet
+	// (the gateway's own run ids, random UUIDs): the record is then
+	// created by the run's first background write instead of before Start
+	// returns, which takes a store write off the request path. A Fresh ID
+	// that is in the store after all is not detected by Start: its record
+	// write fails (logged, Stats.StoreFailures). Until that write lands
+	// the store does not know the run (GetRun is ErrNotFound); Flush
+	// waits for it.
+	Fresh bool
 }
 
 // DefaultTenant is the tenant of a run started without one.
@@ -92,16 +101,22 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 		PromptVersion: s.PromptVersion, Labels: maps.Clone(s.Labels), Limits: s.Limits,
 		Status: store.RunRunning, Started: m.now(),
 	}
-	if err := m.st.CreateRun(ctx, rec); err != nil {
-		err = fmt.Errorf("run: create %s: %w", s.ID, err)
-		m.publish(s.ID, e, nil, err)
-		return nil, err
+	if !s.Fresh {
+		if err := m.st.CreateRun(ctx, rec); err != nil {
+			err = fmt.Errorf("run: create %s: %w", s.ID, err)
+			m.publish(s.ID, e, nil, err)
+			return nil, err
+		}
 	}
 	r := m.newRun(rec)
 	r.ttl = s.IdleTTL
+	r.created = !s.Fresh
 	m.publish(s.ID, e, r, nil)
 	m.sink.Record(r.runSpan())
 	r.arm()
+	if s.Fresh {
+		_ = r.persist(ctx) // creates the record in the background
+	}
 	return r, nil
 }
 

@@ -104,6 +104,9 @@ func TestRegression_TwoProcessesShareTurnCap(t *testing.T) {
 			wantReason(t, err, failure.MaxTurnsExceeded, failure.Fatal)
 		}
 	}
+	if err := m2.Flush(ctx); err != nil { // its settles and record writes run in the background
+		t.Fatal(err)
+	}
 	rec := f.stored(t, "shared")
 	if served != 5 || rec.Turns != 5 || rec.Cost != cents(5) || rec.Status != store.RunStopped {
 		t.Fatalf("served %d turns, record %+v", served, rec)

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -50,6 +51,11 @@ type Run struct {
 	lastFailed    bool          // the last model step settled or failed with an error
 	ttl           time.Duration // Spec.IdleTTL; 0: the Manager's
 	written       *sync.Cond    // on mu: broadcast when a background write ends
+	// created: the record is in the store (Spec.Fresh runs start without).
+	created bool
+	// pendingBG: ledger writes of settled steps not done yet (see
+	// Run.background); Flush waits for them and the run stays in memory.
+	pendingBG int
 }
 
 // newRun builds the object for rec; a record that has ended gives an ended
@@ -107,7 +113,7 @@ func (r *Run) touch() {
 func (r *Run) evictable(now time.Time, idle bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.open) > 0 || r.writing || r.dirty {
+	if len(r.open) > 0 || r.writing || r.dirty || r.pendingBG > 0 {
 		return false
 	}
 	if r.ended {
@@ -360,25 +366,44 @@ func (r *Run) persist(ctx context.Context) error {
 	go func() {
 		defer r.m.retry.wg.Done()
 		defer func() { <-r.m.writers }()
-		_ = r.m.durably(context.WithoutCancel(ctx), "write run record", r.id, r.writeLoop, func(err error) {
-			r.mu.Lock()
-			if err != nil { // given up: the next persist starts afresh
-				r.writing, r.dirty = false, false
-			}
-			r.written.Broadcast()
-			r.mu.Unlock()
-			if r.isEnded() {
-				r.m.evict(r, false)
-			}
-		})
+		_ = r.m.durably(context.WithoutCancel(ctx), "write run record", r.id, r.writeLoop, r.recordWritten)
 	}()
 	return nil
 }
 
-// Flush waits until the record as it is now has been written to the store
-// (or its write given up), for callers that read the store next: Settle
-// and Tool write the record in the background; Finish writes it before it
-// returns.
+// persistHere writes the record in the calling goroutine, which already
+// holds a background slot (see Run.background); writes in flight
+// coalesce as in persist.
+func (r *Run) persistHere(ctx context.Context) {
+	r.mu.Lock()
+	r.dirty = true
+	if r.writing {
+		r.mu.Unlock()
+		return
+	}
+	r.writing = true
+	r.mu.Unlock()
+	_ = r.m.durably(ctx, "write run record", r.id, r.writeLoop, r.recordWritten)
+}
+
+// recordWritten ends a background record write (err: given up) and
+// evicts the run when it has ended.
+func (r *Run) recordWritten(err error) {
+	r.mu.Lock()
+	if err != nil { // given up: the next persist starts afresh
+		r.writing, r.dirty = false, false
+	}
+	r.written.Broadcast()
+	r.mu.Unlock()
+	if r.isEnded() {
+		r.m.evict(r, false)
+	}
+}
+
+// Flush waits until the record as it is now, and the ledger settles of the
+// steps closed so far, have been written to the store (or their writes
+// given up), for callers that read the store next: Settle and Tool write
+// them in the background; Finish writes the record before it returns.
 func (r *Run) Flush(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		r.mu.Lock()
@@ -388,7 +413,7 @@ func (r *Run) Flush(ctx context.Context) error {
 	defer stop()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for (r.writing || r.dirty) && ctx.Err() == nil {
+	for (r.writing || r.dirty || r.pendingBG > 0) && ctx.Err() == nil {
 		r.written.Wait()
 	}
 	return ctx.Err()
@@ -401,7 +426,7 @@ func (r *Run) persistNow(ctx context.Context) error {
 	return r.m.durably(ctx, "write run record", r.id, func(ctx context.Context) error {
 		r.writeMu.Lock()
 		defer r.writeMu.Unlock()
-		if err := r.m.st.UpdateRun(ctx, r.counted(ctx)); err != nil {
+		if err := r.writeRecord(ctx, r.counted(ctx)); err != nil {
 			return fmt.Errorf("run: write record %s: %w", r.id, err)
 		}
 		return nil
@@ -420,7 +445,7 @@ func (r *Run) writeLoop(ctx context.Context) error {
 		r.dirty = false
 		r.mu.Unlock()
 		r.writeMu.Lock()
-		err := r.m.st.UpdateRun(ctx, r.counted(ctx))
+		err := r.writeRecord(ctx, r.counted(ctx))
 		r.writeMu.Unlock()
 		if err != nil {
 			r.mu.Lock()
@@ -435,6 +460,63 @@ func (r *Run) writeLoop(ctx context.Context) error {
 	return nil
 }
 
+// writeRecord stores rec: it creates the record of a Spec.Fresh run on
+// its first write (a conflict there means an earlier try committed before
+// its answer was lost), and updates it afterwards. Called under writeMu.
+func (r *Run) writeRecord(ctx context.Context, rec store.Run) error {
+	r.mu.Lock()
+	created := r.created
+	r.mu.Unlock()
+	if created {
+		return r.m.st.UpdateRun(ctx, rec)
+	}
+	err := r.m.st.CreateRun(ctx, rec)
+	if errors.Is(err, store.ErrConflict) {
+		err = r.m.st.UpdateRun(ctx, rec)
+	}
+	if err == nil {
+		r.mu.Lock()
+		r.created = true
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// background runs fn (a ledger write of a closed step) off the request
+// path. At most maxBackgroundWrites such writes and record writes run at
+// once; past that the caller waits (backpressure) rather than queueing
+// without bound. The run counts fn until it returns: Flush waits for it,
+// the run stays in memory, and Manager.Close waits for it.
+func (r *Run) background(ctx context.Context, fn func(context.Context)) {
+	ctx = context.WithoutCancel(ctx)
+	r.mu.Lock()
+	r.pendingBG++
+	r.mu.Unlock()
+	finish := func() {
+		r.mu.Lock()
+		r.pendingBG--
+		r.written.Broadcast()
+		ended := r.ended
+		r.mu.Unlock()
+		if ended {
+			r.m.evict(r, false)
+		}
+	}
+	r.m.writers <- struct{}{}
+	if !r.m.retry.add() { // the Manager is closing: write here
+		<-r.m.writers
+		fn(ctx)
+		finish()
+		return
+	}
+	go func() {
+		defer r.m.retry.wg.Done()
+		defer func() { <-r.m.writers }()
+		defer finish()
+		fn(ctx)
+	}()
+}
+
 // counted returns the record to write: the in-memory one with its turn
 // count and cost raised to the ledger's (which count every process's turns
 // and spend). A ledger that cannot be read leaves the in-memory counts.
@@ -445,7 +527,10 @@ func (r *Run) writeLoop(ctx context.Context) error {
 // the write are not one transaction: an ending written between them is
 // overwritten, and comes back when that process writes its record again.
 func (r *Run) counted(ctx context.Context) store.Run {
-	if !r.isEnded() {
+	r.mu.Lock()
+	check := !r.ended && r.created // a record not created yet was ended by no one
+	r.mu.Unlock()
+	if check {
 		if stored, err := r.m.st.GetRun(ctx, r.id); err == nil && stored.Status != store.RunRunning {
 			r.refresh(stored)
 		}

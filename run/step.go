@@ -161,45 +161,89 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 }
 
 // reserveAll takes what a step holds in the ledger: a model step's turn
-// in the run's turn scope (when the run has a turn limit), then the estimated cost in the run's and the
-// tenant's scopes (skipped for a tool step that costs nothing). On any
-// refusal or error it gives back what it took. A refusal is a Fatal
-// MaxTurnsExceeded or BudgetExceeded; a run that ended meanwhile gives
-// errEnded.
+// in the run's turn scope (when the run has a turn limit) and the
+// estimated cost in the run's and the tenant's scopes (skipped for a tool
+// step that costs nothing), in one atomic write when the store is a
+// budget.BatchLedger. On any refusal or error it gives back what it took.
+// A refusal is a Fatal MaxTurnsExceeded or BudgetExceeded; a run that
+// ended meanwhile gives errEnded.
 func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now time.Time) error {
 	s := a.step
-	var turnID string
-	if s.Kind == KindModel && maxTurns > 0 {
-		id, err := r.reserveTurn(ctx, maxTurns)
-		if err != nil {
-			return err
-		}
-		turnID = id
+	var rs []budget.Reservation
+	turn := s.Kind == KindModel && maxTurns > 0
+	if turn {
+		// A turn is used once admitted: its reservation, which never
+		// expires, is left in place (Settled+Reserved counts it), saving
+		// a write.
+		rs = append(rs, budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Amount: turnUnit,
+			Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id), Limit: budget.USD(maxTurns)}}})
 	}
-	giveBack := func() {
-		if turnID != "" {
-			_ = r.m.st.Release(context.WithoutCancel(ctx), turnID)
-		}
+	money := s.Kind == KindModel || s.EstimatedCost != 0
+	var (
+		scopes []budget.ScopeLimit
+		tb     TenantBudget
+	)
+	if money {
+		scopes, tb = r.scopes(now)
+		rs = append(rs, budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Scopes: scopes,
+			Amount: s.EstimatedCost, ExpiresAt: now.Add(r.m.cfg.ReservationTTL)})
 	}
-	if s.Kind != KindModel && s.EstimatedCost == 0 {
+	if len(rs) == 0 {
 		return r.stillRunning()
 	}
-	id, scopes, tb, err := r.reserve(ctx, s.EstimatedCost, now)
-	if err != nil {
-		giveBack()
-		return err
+	if failed, err := r.m.reserve(ctx, rs); err != nil {
+		if !errors.Is(err, budget.ErrExceeded) {
+			return fmt.Errorf("run: reserve: %w", err)
+		}
+		if turn && failed == 0 {
+			return &failure.Error{Kind: failure.Fatal, Reason: failure.MaxTurnsExceeded,
+				Message: fmt.Sprintf("run used its %d turns", maxTurns), Cause: err}
+		}
+		return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
+			Message: fmt.Sprintf("estimated cost %s does not fit", s.EstimatedCost), Cause: err}
 	}
 	if err := r.stillRunning(); err != nil {
-		giveBack()
-		_ = r.m.st.Release(context.WithoutCancel(ctx), id)
+		for _, res := range rs {
+			_ = r.m.st.Release(context.WithoutCancel(ctx), res.ID)
+		}
 		return err
 	}
-	r.mu.Lock()
-	a.resID, a.scopes, a.tb = id, scopes, tb
-	r.mu.Unlock()
-	// A turn is used once admitted: its reservation, which never expires,
-	// is left in place (Settled+Reserved counts it), saving a write.
+	if money {
+		r.mu.Lock()
+		a.resID, a.scopes, a.tb = rs[len(rs)-1].ID, scopes, tb
+		r.mu.Unlock()
+	}
 	return nil
+}
+
+// reserve holds every reservation of rs or none: in one write when the
+// store is a budget.BatchLedger, else one after another, giving back the
+// earlier ones when one fails. On error it returns the index of the
+// reservation refused (-1 when unknown).
+func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, error) {
+	if bl, ok := m.st.(budget.BatchLedger); ok && len(rs) > 1 {
+		err := bl.ReserveAll(ctx, rs)
+		if err == nil {
+			return 0, nil
+		}
+		if ee, ok := errors.AsType[*budget.ExceededError](err); ok {
+			for i, res := range rs {
+				if res.ID == ee.ID {
+					return i, err
+				}
+			}
+		}
+		return -1, err
+	}
+	for i, res := range rs {
+		if err := m.st.Reserve(ctx, res); err != nil {
+			for _, done := range rs[:i] {
+				_ = m.st.Release(context.WithoutCancel(ctx), done.ID)
+			}
+			return i, err
+		}
+	}
+	return 0, nil
 }
 
 // stillRunning reports errEnded when the run was drained (killed, out of
@@ -225,22 +269,6 @@ const turnUnit = budget.USD(1)
 // without a turn limit takes none (it saves two store writes per step);
 // its recorded turn count is the largest of the processes' counts.
 func TurnScope(runID string) budget.Scope { return budget.Scope("turns:" + runID) }
-
-// reserveTurn takes one turn in the run's turn scope; the ledger refusing
-// it is a Fatal MaxTurnsExceeded.
-func (r *Run) reserveTurn(ctx context.Context, maxTurns int) (string, error) {
-	id := uuid.NewString()
-	err := r.m.st.Reserve(ctx, budget.Reservation{ID: id, Owner: r.m.owner, Amount: turnUnit,
-		Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id), Limit: budget.USD(maxTurns)}}})
-	if errors.Is(err, budget.ErrExceeded) {
-		return "", &failure.Error{Kind: failure.Fatal, Reason: failure.MaxTurnsExceeded,
-			Message: fmt.Sprintf("run used its %d turns", maxTurns), Cause: err}
-	}
-	if err != nil {
-		return "", fmt.Errorf("run: reserve turn: %w", err)
-	}
-	return id, nil
-}
 
 func (r *Run) unadmitLocked(a *Admitted) {
 	if a.step.Kind == KindModel {
@@ -298,22 +326,6 @@ func (r *Run) refuse(ctx context.Context, a *Admitted, fe *failure.Error) error 
 		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
 	}
 	return fe
-}
-
-// reserve holds amount in the run's and the tenant's scopes; a refusal is
-// a Fatal BudgetExceeded wrapping the ledger's budget.ErrExceeded.
-func (r *Run) reserve(ctx context.Context, amount budget.USD, now time.Time) (string, []budget.ScopeLimit, TenantBudget, error) {
-	scopes, tb := r.scopes(now)
-	res := budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Scopes: scopes,
-		Amount: amount, ExpiresAt: now.Add(r.m.cfg.ReservationTTL)}
-	if err := r.m.st.Reserve(ctx, res); err != nil {
-		if errors.Is(err, budget.ErrExceeded) {
-			return "", nil, tb, &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
-				Message: fmt.Sprintf("estimated cost %s does not fit", amount), Cause: err}
-		}
-		return "", nil, tb, fmt.Errorf("run: reserve: %w", err)
-	}
-	return res.ID, scopes, tb, nil
 }
 
 // done frees the step's context.

@@ -241,6 +241,9 @@ func TestTenantAlertsFireOncePerPeriod(t *testing.T) {
 		if err := r.Call(ctx, modelStep(cents(c)), func(context.Context) (budget.Usage, error) { return usage(c, 0), nil }); err != nil {
 			t.Fatal(err)
 		}
+		if err := r.Flush(ctx); err != nil { // the settle and the alert check run in the background
+			t.Fatal(err)
+		}
 	}
 	r1, r2 := f.start(t, Spec{Tenant: "acme"}), f.start(t, Spec{Tenant: "acme"})
 	spend(r1, 30)

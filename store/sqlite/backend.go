@@ -20,6 +20,7 @@ type backend struct {
 	w, r *sql.DB
 	cp   *sql.DB // the checkpointer's connection
 	ckpt *checkpointer
+	gw   *groupWriter
 
 	mu      sync.Mutex
 	queries map[string]string    // $N form → ?N form
@@ -88,30 +89,26 @@ func (b *backend) prepareWanted(ctx context.Context) {
 	}
 }
 
+// Write runs fn in the next group commit (see groupWriter).
 func (b *backend) Write(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	tx, err := b.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
-	if err != nil {
-		return err
-	}
-	if err := fn(writeTx{b: b, tx: tx}); err != nil {
-		tx.Rollback() //nolint:errcheck // the error that matters is err
-		return err
-	}
-	if err = tx.Commit(); err == nil {
-		b.ckpt.committed()
-	}
+	return b.gw.write(ctx, fn)
+}
+
+// prepareIfWanted prepares the write statements noted since the last
+// transaction; the writer calls it between transactions.
+func (b *backend) prepareIfWanted(ctx context.Context) {
 	b.mu.Lock()
 	pending := len(b.want) > 0
 	b.mu.Unlock()
 	if pending {
 		b.prepareWanted(ctx)
 	}
-	return err
 }
 
 func (b *backend) Read() sqlstore.Tx { return readTx{b: b} }
 
 func (b *backend) Close() error {
+	b.gw.close()
 	b.ckpt.stop()
 	b.mu.Lock()
 	for _, s := range b.stmts {

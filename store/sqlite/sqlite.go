@@ -16,8 +16,11 @@
 // All writes go through one connection and run as BEGIN IMMEDIATE
 // transactions, so a Reserve reads and updates its scopes without another
 // writer in between, in this process and in any other process using the
-// file (they wait up to Options.BusyTimeout for the write lock, then fail
-// with an error wrapping ErrLocked). Reads use a pool of connections and do
+// file. Writes queued at the same time share one transaction (group
+// commit), each in its own savepoint: a write that fails is undone alone
+// and the others commit. Other processes' writers wait up to
+// Options.BusyTimeout for the write lock, then fail with an error wrapping
+// ErrLocked. Reads use a pool of connections and do
 // not wait for writers.
 //
 // # Stored values
@@ -157,5 +160,6 @@ func openBackend(ctx context.Context, path string, o Options) (*backend, error) 
 	}
 	b.cp.SetMaxOpenConns(1)
 	b.ckpt = startCheckpointer(b.cp)
+	b.gw = startGroupWriter(b)
 	return b, nil
 }

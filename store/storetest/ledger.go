@@ -204,3 +204,46 @@ func testAlerts(t *testing.T, s store.Store) {
 	check("tenant:acme:2026-12", 0.8, true)
 	check("tenant:acme:2026-11", 0.8, false)
 }
+
+// testLedgerBatch checks budget.BatchLedger.ReserveAll on stores that
+// implement it: all reservations are held or none, and a refusal names the
+// reservation and scope that refused.
+func testLedgerBatch(t *testing.T, s store.Store) {
+	bl, ok := s.(budget.BatchLedger)
+	if !ok {
+		t.Skip("the store holds one reservation per write (no budget.BatchLedger)")
+	}
+	ctx := context.Background()
+	turns, run := budget.Scope("turns:r1"), budget.Scope("run:r1")
+	turn := func(id string) budget.Reservation {
+		return budget.Reservation{ID: id, Owner: "proc-1", Scopes: []budget.ScopeLimit{lim(turns, 2)}, Amount: 1}
+	}
+	must(t, bl.ReserveAll(ctx, []budget.Reservation{turn("t1"), res("m1", budget.Dollars(1), lim(run, budget.Dollars(2)))}))
+	wantBalance(t, s, turns, 0, 1)
+	wantBalance(t, s, run, 0, budget.Dollars(1))
+	// The turn fits, the money does not: neither is held.
+	err := bl.ReserveAll(ctx, []budget.Reservation{turn("t2"), res("m2", budget.Dollars(3)/2, lim(run, budget.Dollars(2)))})
+	ee, ok := errors.AsType[*budget.ExceededError](err)
+	if !errors.Is(err, budget.ErrExceeded) || !ok || ee.ID != "m2" || ee.Scope != run {
+		t.Fatalf("ReserveAll refused by the second reservation: got %v, want ExceededError for m2 in %s", err, run)
+	}
+	wantBalance(t, s, turns, 0, 1)
+	wantBalance(t, s, run, 0, budget.Dollars(1))
+	// An id used before makes the whole batch a conflict, holding nothing.
+	err = bl.ReserveAll(ctx, []budget.Reservation{turn("t3"), res("m1", 1, lim(run, budget.Dollars(2)))})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ReserveAll with a used id: got %v, want ErrConflict", err)
+	}
+	wantBalance(t, s, turns, 0, 1)
+	// Both fit: both held, and each settles on its own.
+	must(t, bl.ReserveAll(ctx, []budget.Reservation{turn("t4"), res("m4", budget.Micros(500_000), lim(run, budget.Dollars(2)))}))
+	wantBalance(t, s, turns, 0, 2)
+	must(t, s.Settle(ctx, "m4", budget.Micros(200_000)))
+	wantBalance(t, s, run, budget.Micros(200_000), budget.Dollars(1))
+	// The turn scope is full: the third turn is refused by its own scope.
+	err = bl.ReserveAll(ctx, []budget.Reservation{turn("t5"), res("m5", 1, lim(run, budget.Dollars(2)))})
+	if ee, ok := errors.AsType[*budget.ExceededError](err); !ok || ee.ID != "t5" || ee.Scope != turns {
+		t.Fatalf("ReserveAll past the turn limit: got %v, want ExceededError for t5 in %s", err, turns)
+	}
+	must(t, bl.ReserveAll(ctx, nil))
+}

@@ -62,7 +62,7 @@ func Fits(limit, amount budget.USD) bool { return limit <= 0 || amount <= limit 
 
 // Exceeded is the error for a reservation that does not fit in scope.
 func Exceeded(id string, s budget.ScopeLimit, amount budget.USD) error {
-	return fmt.Errorf("%w: reservation %q of %v in scope %q (limit %v)", budget.ErrExceeded, id, amount, s.Scope, s.Limit)
+	return &budget.ExceededError{ID: id, Scope: s.Scope, Amount: amount, Limit: s.Limit}
 }
 
 // ScopeNames returns the names of sorted scopes as a JSON array text.

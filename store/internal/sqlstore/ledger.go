@@ -33,42 +33,66 @@ const reserveScope = `INSERT INTO budget_scopes (scope, settled, reserved) VALUE
 // expired) is store.ErrConflict; a negative amount, an empty id or scope and
 // a repeated scope are errors. A zero ExpiresAt never expires.
 func (c *Core) Reserve(ctx context.Context, r budget.Reservation) error {
-	op := "reserve " + r.ID
-	scopes, err := codec.Scopes(r)
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", c.name, op, err)
+	return c.ReserveAll(ctx, []budget.Reservation{r})
+}
+
+// ReserveAll holds every reservation of rs in one transaction, or none of
+// them (see budget.BatchLedger); each is checked as by Reserve, in order.
+func (c *Core) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
+	if len(rs) == 0 {
+		return nil
 	}
-	for _, s := range scopes {
-		if !codec.Fits(s.Limit, r.Amount) {
-			return fmt.Errorf("%s: %s: %w", c.name, op, codec.Exceeded(r.ID, s, r.Amount))
+	op := "reserve " + rs[0].ID
+	all := make([][]budget.ScopeLimit, len(rs))
+	for i, r := range rs {
+		op := "reserve " + r.ID
+		scopes, err := codec.Scopes(r)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", c.name, op, err)
 		}
+		for _, s := range scopes {
+			if !codec.Fits(s.Limit, r.Amount) {
+				return fmt.Errorf("%s: %s: %w", c.name, op, codec.Exceeded(r.ID, s, r.Amount))
+			}
+		}
+		all[i] = scopes
 	}
 	return c.write(ctx, op, func(tx Tx) error {
-		for _, s := range scopes {
-			n, err := tx.Exec(ctx, reserveScope, string(s.Scope), int64(r.Amount), int64(s.Limit))
-			if err != nil {
+		for i, r := range rs {
+			if err := c.reserve(ctx, tx, r, all[i]); err != nil {
 				return err
 			}
-			if n == 0 {
-				return codec.Exceeded(r.ID, s, r.Amount)
-			}
 		}
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM budget_closed WHERE id = $1`, r.ID).Scan(&one)
-		if err == nil {
-			return fmt.Errorf("%w: reservation id %q was used before", store.ErrConflict, r.ID)
-		}
-		if !errors.Is(err, ErrNoRows) {
+		return nil
+	})
+}
+
+// reserve holds r in its sorted scopes inside tx.
+func (c *Core) reserve(ctx context.Context, tx Tx, r budget.Reservation, scopes []budget.ScopeLimit) error {
+	for _, s := range scopes {
+		n, err := tx.Exec(ctx, reserveScope, string(s.Scope), int64(r.Amount), int64(s.Limit))
+		if err != nil {
 			return err
 		}
-		n, err := tx.Exec(ctx, `INSERT INTO budget_reservations (id, owner, scopes, amount, expires_ns)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Owner, codec.ScopeNames(scopes), int64(r.Amount), codec.NS(r.ExpiresAt))
-		if err == nil && n == 0 {
-			err = fmt.Errorf("%w: reservation id %q is already open", store.ErrConflict, r.ID)
+		if n == 0 {
+			return codec.Exceeded(r.ID, s, r.Amount)
 		}
+	}
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM budget_closed WHERE id = $1`, r.ID).Scan(&one)
+	if err == nil {
+		return fmt.Errorf("%w: reservation id %q was used before", store.ErrConflict, r.ID)
+	}
+	if !errors.Is(err, ErrNoRows) {
 		return err
-	})
+	}
+	n, err := tx.Exec(ctx, `INSERT INTO budget_reservations (id, owner, scopes, amount, expires_ns)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
+		r.ID, r.Owner, codec.ScopeNames(scopes), int64(r.Amount), codec.NS(r.ExpiresAt))
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%w: reservation id %q is already open", store.ErrConflict, r.ID)
+	}
+	return err
 }
 
 // Settle replaces the reservation id by actual (≥ 0, may exceed the amount

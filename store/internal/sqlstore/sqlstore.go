@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/store"
 )
 
@@ -135,3 +136,5 @@ func (c *Core) read(op string) (Tx, error) {
 	}
 	return c.b.Read(), nil
 }
+
+var _ budget.BatchLedger = (*Core)(nil)
