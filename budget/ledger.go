@@ -67,6 +67,13 @@ type Reservation struct {
 	Scopes    []ScopeLimit
 	Amount    USD
 	ExpiresAt time.Time
+	// Spend (honoured by Reserve and ReserveAll of MemLedger and of the
+	// stores belay ships) takes Amount as spent at once
+	// (into Settled) under the same limits, and leaves no reservation to
+	// settle or release: ID names it in errors only and is not kept. It
+	// is how a count used as soon as it is admitted, such as a run's
+	// turns, is taken, in one statement and without a row per use.
+	Spend bool
 }
 
 // Balance is the state of one scope: Settled is money spent, Reserved is

@@ -31,7 +31,7 @@ type alertKey struct {
 	threshold float64
 }
 
-var _ Ledger = (*MemLedger)(nil)
+var _ BatchLedger = (*MemLedger)(nil)
 
 // NewMemLedger returns an empty in-memory ledger.
 func NewMemLedger() *MemLedger {
@@ -55,13 +55,64 @@ func (l *MemLedger) balance(s Scope) *Balance {
 // Reserve holds r.Amount in every scope of r, or in none (see Ledger). A
 // negative amount, an empty id, an empty or repeated scope is an argument
 // error; an id used before is ErrDuplicateReservation.
-func (l *MemLedger) Reserve(_ context.Context, r Reservation) error {
-	if err := checkReservation(r); err != nil {
-		return err
+func (l *MemLedger) Reserve(ctx context.Context, r Reservation) error {
+	return l.ReserveAll(ctx, []Reservation{r})
+}
+
+// ReserveAll holds every reservation of rs, or none (see BatchLedger).
+func (l *MemLedger) ReserveAll(_ context.Context, rs []Reservation) error {
+	for _, r := range rs {
+		if err := checkReservation(r); err != nil {
+			return err
+		}
+	}
+	seen := make(map[string]bool, len(rs))
+	for _, r := range rs {
+		if seen[r.ID] && !r.Spend {
+			return fmt.Errorf("%w: %q twice in one batch", ErrDuplicateReservation, r.ID)
+		}
+		seen[r.ID] = true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.used[r.ID] {
+	for _, r := range rs {
+		if err := l.fitsLocked(r); err != nil {
+			return err
+		}
+	}
+	// Two reservations of one batch in the same scope must fit together.
+	taken := map[Scope]USD{}
+	for _, r := range rs {
+		for _, sl := range r.Scopes {
+			taken[sl.Scope] = taken[sl.Scope].Add(r.Amount)
+			b := l.balance(sl.Scope)
+			if sl.Limit > 0 && b.Settled.Add(b.Reserved).Add(taken[sl.Scope]) > sl.Limit {
+				return &ExceededError{ID: r.ID, Scope: sl.Scope, Amount: r.Amount, Limit: sl.Limit}
+			}
+		}
+	}
+	for _, r := range rs {
+		for _, sl := range r.Scopes {
+			b := l.balance(sl.Scope)
+			if r.Spend {
+				b.Settled = b.Settled.Add(r.Amount)
+			} else {
+				b.Reserved = b.Reserved.Add(r.Amount)
+			}
+		}
+		if !r.Spend {
+			r.Scopes = append([]ScopeLimit(nil), r.Scopes...)
+			l.open[r.ID] = r
+			l.used[r.ID] = true
+		}
+	}
+	return nil
+}
+
+// fitsLocked checks one reservation alone: its id is new and its amount
+// fits every scope.
+func (l *MemLedger) fitsLocked(r Reservation) error {
+	if !r.Spend && l.used[r.ID] {
 		return fmt.Errorf("%w: %q", ErrDuplicateReservation, r.ID)
 	}
 	for _, sl := range r.Scopes {
@@ -71,16 +122,10 @@ func (l *MemLedger) Reserve(_ context.Context, r Reservation) error {
 		b := l.balance(sl.Scope)
 		if b.Settled.Add(b.Reserved).Add(r.Amount) > sl.Limit {
 			return fmt.Errorf("%w: %s needs %s, %s spent and %s reserved of %s",
-				ErrExceeded, sl.Scope, r.Amount, b.Settled, b.Reserved, sl.Limit)
+				&ExceededError{ID: r.ID, Scope: sl.Scope, Amount: r.Amount, Limit: sl.Limit},
+				sl.Scope, r.Amount, b.Settled, b.Reserved, sl.Limit)
 		}
 	}
-	for _, sl := range r.Scopes {
-		b := l.balance(sl.Scope)
-		b.Reserved = b.Reserved.Add(r.Amount)
-	}
-	r.Scopes = append([]ScopeLimit(nil), r.Scopes...)
-	l.open[r.ID] = r
-	l.used[r.ID] = true
 	return nil
 }
 

@@ -90,7 +90,7 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		st.exporter = trace.NewRecorder(exp, trace.RecorderOptions{DropWhenFull: true, Logger: o.Logger})
 		ropts.Fanout = []trace.Sink{st.exporter}
 	}
-	st.Recorder = trace.NewRecorder(st.Store, ropts)
+	st.Recorder = trace.NewRecorder(deferredSpans{st.Store}, ropts)
 	approver := o.Approver
 	if approver == nil {
 		// Irreversible tools wait in the stored queue for a person:
@@ -134,6 +134,14 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	}
 	ok = true
 	return st, nil
+}
+
+// deferredSpans writes the recorder's batches as store.Deferrable writes:
+// traces are never on a request path.
+type deferredSpans struct{ s store.Spans }
+
+func (d deferredSpans) WriteSpans(ctx context.Context, spans []trace.Span) error {
+	return d.s.WriteSpans(store.Deferrable(ctx), spans)
 }
 
 // Close stops the run manager, flushes the traces and closes the store

@@ -217,6 +217,13 @@ func (s *flakyStore) UpdateRun(ctx context.Context, r store.Run) error {
 	return s.Store.UpdateRun(ctx, r)
 }
 
+func (s *flakyStore) SaveRun(ctx context.Context, r store.Run, turns, cost budget.Scope) error {
+	if s.updateFails.Add(-1) >= 0 {
+		return errBusy
+	}
+	return s.Store.SaveRun(ctx, r, turns, cost)
+}
+
 var quiet = slog.New(slog.DiscardHandler)
 
 // Adversary finding 5: a settle that met a locked store was dropped and the

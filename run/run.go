@@ -366,7 +366,7 @@ func (r *Run) persist(ctx context.Context) error {
 	go func() {
 		defer r.m.retry.wg.Done()
 		defer func() { <-r.m.writers }()
-		_ = r.m.durably(context.WithoutCancel(ctx), "write run record", r.id, r.writeLoop, r.recordWritten)
+		_ = r.m.durably(store.Deferrable(context.WithoutCancel(ctx)), "write run record", r.id, r.writeLoop, r.recordWritten)
 	}()
 	return nil
 }
@@ -426,7 +426,7 @@ func (r *Run) persistNow(ctx context.Context) error {
 	return r.m.durably(ctx, "write run record", r.id, func(ctx context.Context) error {
 		r.writeMu.Lock()
 		defer r.writeMu.Unlock()
-		if err := r.writeRecord(ctx, r.counted(ctx)); err != nil {
+		if err := r.writeRecord(ctx); err != nil {
 			return fmt.Errorf("run: write record %s: %w", r.id, err)
 		}
 		return nil
@@ -445,7 +445,7 @@ func (r *Run) writeLoop(ctx context.Context) error {
 		r.dirty = false
 		r.mu.Unlock()
 		r.writeMu.Lock()
-		err := r.writeRecord(ctx, r.counted(ctx))
+		err := r.writeRecord(ctx)
 		r.writeMu.Unlock()
 		if err != nil {
 			r.mu.Lock()
@@ -460,26 +460,67 @@ func (r *Run) writeLoop(ctx context.Context) error {
 	return nil
 }
 
-// writeRecord stores rec: it creates the record of a Spec.Fresh run on
-// its first write (a conflict there means an earlier try committed before
-// its answer was lost), and updates it afterwards. Called under writeMu.
-func (r *Run) writeRecord(ctx context.Context, rec store.Run) error {
+// writeRecord stores the record. The first write of a Spec.Fresh run
+// creates it (no other process knows the run: its counts are this
+// process's; a conflict means an earlier try committed before its answer
+// was lost). Later writes go through store.RunSaver when the store has it
+// (one atomic write, raised to the ledger's counts, never over another
+// process's ending), else counted and UpdateRun. Called under writeMu.
+func (r *Run) writeRecord(ctx context.Context) error {
 	r.mu.Lock()
 	created := r.created
 	r.mu.Unlock()
-	if created {
-		return r.m.st.UpdateRun(ctx, rec)
-	}
-	err := r.m.st.CreateRun(ctx, rec)
-	if errors.Is(err, store.ErrConflict) {
-		err = r.m.st.UpdateRun(ctx, rec)
-	}
-	if err == nil {
+	if !created {
+		err := r.m.st.CreateRun(ctx, r.snapshot())
+		if err == nil {
+			r.mu.Lock()
+			r.created = true
+			r.mu.Unlock()
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
 		r.mu.Lock()
 		r.created = true
 		r.mu.Unlock()
 	}
+	saver, ok := r.m.st.(store.RunSaver)
+	if !ok {
+		return r.m.st.UpdateRun(ctx, r.counted(ctx))
+	}
+	var turns budget.Scope
+	if r.maxTurns() > 0 {
+		turns = TurnScope(r.id)
+	}
+	err := saver.SaveRun(ctx, r.snapshot(), turns, budget.RunScope(r.id))
+	if errors.Is(err, store.ErrRunEnded) {
+		// Another process ended the run: take its ending (this
+		// process's steps are refused from now on), then write the
+		// counts.
+		stored, gerr := r.m.st.GetRun(ctx, r.id)
+		if gerr != nil {
+			return gerr
+		}
+		r.refresh(stored)
+		err = saver.SaveRun(ctx, r.snapshot(), turns, budget.RunScope(r.id))
+	}
 	return err
+}
+
+// snapshot returns a copy of the in-memory record.
+func (r *Run) snapshot() store.Run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.rec
+	rec.Labels = maps.Clone(rec.Labels)
+	return rec
+}
+
+func (r *Run) maxTurns() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec.Limits.MaxTurns
 }
 
 // background runs fn (a ledger write of a closed step) off the request
@@ -488,7 +529,7 @@ func (r *Run) writeRecord(ctx context.Context, rec store.Run) error {
 // without bound. The run counts fn until it returns: Flush waits for it,
 // the run stays in memory, and Manager.Close waits for it.
 func (r *Run) background(ctx context.Context, fn func(context.Context)) {
-	ctx = context.WithoutCancel(ctx)
+	ctx = store.Deferrable(context.WithoutCancel(ctx))
 	r.mu.Lock()
 	r.pendingBG++
 	r.mu.Unlock()

@@ -172,10 +172,9 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	var rs []budget.Reservation
 	turn := s.Kind == KindModel && maxTurns > 0
 	if turn {
-		// A turn is used once admitted: its reservation, which never
-		// expires, is left in place (Settled+Reserved counts it), saving
-		// a write.
-		rs = append(rs, budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Amount: turnUnit,
+		// A turn is used once admitted: it is spent at once, leaving
+		// nothing to settle.
+		rs = append(rs, budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Amount: turnUnit, Spend: true,
 			Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id), Limit: budget.USD(maxTurns)}}})
 	}
 	money := s.Kind == KindModel || s.EstimatedCost != 0
@@ -204,7 +203,9 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	}
 	if err := r.stillRunning(); err != nil {
 		for _, res := range rs {
-			_ = r.m.st.Release(context.WithoutCancel(ctx), res.ID)
+			if !res.Spend { // a turn spent stays counted
+				_ = r.m.st.Release(context.WithoutCancel(ctx), res.ID)
+			}
 		}
 		return err
 	}
@@ -235,10 +236,19 @@ func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, er
 		}
 		return -1, err
 	}
-	for i, res := range rs {
-		if err := m.st.Reserve(ctx, res); err != nil {
-			for _, done := range rs[:i] {
-				_ = m.st.Release(context.WithoutCancel(ctx), done.ID)
+	// One at a time: the spends last, as they cannot be given back.
+	order := make([]int, 0, len(rs))
+	for _, spend := range []bool{false, true} {
+		for i, res := range rs {
+			if res.Spend == spend {
+				order = append(order, i)
+			}
+		}
+	}
+	for k, i := range order {
+		if err := m.st.Reserve(ctx, rs[i]); err != nil {
+			for _, j := range order[:k] {
+				_ = m.st.Release(context.WithoutCancel(ctx), rs[j].ID)
 			}
 			return i, err
 		}
@@ -263,11 +273,12 @@ const turnUnit = budget.USD(1)
 
 // TurnScope returns the ledger scope that counts the turns of a run with
 // a turn limit across processes: "turns:<runID>". Each admitted model step
-// of such a run takes one unit (budget.USD(1), not money) that never
-// expires, under a limit of Limits.MaxTurns units, so Settled+Reserved of
-// the scope is the number of turns admitted by every process. A run
-// without a turn limit takes none (it saves two store writes per step);
-// its recorded turn count is the largest of the processes' counts.
+// of such a run spends one unit (budget.USD(1), not money) at once
+// (budget.Reservation.Spend), under a limit of Limits.MaxTurns units, in
+// the same ledger write as the step's money, so Settled of the scope is
+// the number of turns admitted by every process. A run without a turn
+// limit takes none; its recorded turn count is the largest of the
+// processes' counts.
 func TurnScope(runID string) budget.Scope { return budget.Scope("turns:" + runID) }
 
 func (r *Run) unadmitLocked(a *Admitted) {

@@ -95,6 +95,25 @@ type Runs interface {
 	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
 }
 
+// ErrRunEnded is returned by RunSaver.SaveRun when a running record would
+// overwrite a stored one that has ended.
+var ErrRunEnded = errors.New("store: the stored run has ended")
+
+// RunSaver is implemented by stores that write a run record and what it is
+// checked against in one atomic write (the stores belay ships). Several
+// processes serving one run each write its record: the write must neither
+// lower the counts the ledger holds for every process nor undo an ending
+// another process wrote.
+type RunSaver interface {
+	// SaveRun replaces the stored record of r.ID by r, with r.Turns
+	// raised to Settled+Reserved of the ledger scope turns and r.Cost
+	// raised to Settled of the scope cost (a scope with no balance, or
+	// "", raises nothing). When r is running and the stored record has
+	// ended, nothing is written and the error wraps ErrRunEnded; an absent
+	// record is ErrNotFound.
+	SaveRun(ctx context.Context, r Run, turns, cost budget.Scope) error
+}
+
 // Spans stores trace spans.
 type Spans interface {
 	// WriteSpans stores a batch in one transaction. A span whose SpanID is
@@ -224,4 +243,21 @@ type KillWatcher interface {
 type Goldens interface {
 	SaveGolden(ctx context.Context, name string, runID string, canonical []byte) error
 	Golden(ctx context.Context, name string) (canonical []byte, runID string, err error)
+}
+
+type deferrableKey struct{}
+
+// Deferrable marks the writes made with ctx as off any request path (a
+// settle or a record write done in the background): a store may hold such
+// a write for a moment so that it shares a transaction with others
+// (store/sqlite: up to 2 ms), and lets writes not so marked go first.
+// The write still happens before the call returns.
+func Deferrable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferrableKey{}, true)
+}
+
+// IsDeferrable reports whether ctx was marked by Deferrable.
+func IsDeferrable(ctx context.Context) bool {
+	v, _ := ctx.Value(deferrableKey{}).(bool)
+	return v
 }

@@ -112,6 +112,18 @@ func (s *Store) Reserve(ctx context.Context, r budget.Reservation) error {
 	return err
 }
 
+// ReserveAll holds every reservation of rs or none (budget.BatchLedger).
+func (s *Store) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
+	if err := s.isClosed(); err != nil {
+		return err
+	}
+	err := s.ledger.ReserveAll(ctx, rs)
+	if errors.Is(err, budget.ErrDuplicateReservation) {
+		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	}
+	return err
+}
+
 func (s *Store) Settle(ctx context.Context, id string, actual budget.USD) error {
 	if err := s.isClosed(); err != nil {
 		return err
@@ -176,6 +188,34 @@ func (s *Store) UpdateRun(_ context.Context, r store.Run) error {
 	defer s.mu.Unlock()
 	if _, ok := s.runs[r.ID]; !ok {
 		return fmt.Errorf("%w: run %q", store.ErrNotFound, r.ID)
+	}
+	s.runs[r.ID] = copyRun(r)
+	return nil
+}
+
+// SaveRun writes r raised to the ledger's counts, unless it would write a
+// running record over an ended one (see store.RunSaver).
+func (s *Store) SaveRun(ctx context.Context, r store.Run, turns, cost budget.Scope) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	old, ok := s.runs[r.ID]
+	if !ok {
+		return fmt.Errorf("%w: run %q", store.ErrNotFound, r.ID)
+	}
+	if r.Status == store.RunRunning && old.Status != store.RunRunning {
+		return fmt.Errorf("%w (%s)", store.ErrRunEnded, old.Status)
+	}
+	if turns != "" {
+		if b, err := s.ledger.Balance(ctx, turns); err == nil {
+			r.Turns = max(r.Turns, int(b.Settled+b.Reserved))
+		}
+	}
+	if cost != "" {
+		if b, err := s.ledger.Balance(ctx, cost); err == nil {
+			r.Cost = max(r.Cost, b.Settled)
+		}
 	}
 	s.runs[r.ID] = copyRun(r)
 	return nil

@@ -25,6 +25,7 @@ type backend struct {
 	mu      sync.Mutex
 	queries map[string]string    // $N form → ?N form
 	stmts   map[string]*sql.Stmt // ?N form → prepared on w
+	rstmts  map[string]*sql.Stmt // ?N form → prepared on r (each pooled connection prepares it once)
 	want    map[string]bool      // write queries to prepare after the current transaction
 }
 
@@ -114,7 +115,10 @@ func (b *backend) Close() error {
 	for _, s := range b.stmts {
 		s.Close()
 	}
-	b.stmts = nil
+	for _, s := range b.rstmts {
+		s.Close()
+	}
+	b.stmts, b.rstmts = nil, nil
 	b.mu.Unlock()
 	return errors.Join(b.cp.Close(), b.r.Close(), b.w.Close())
 }
@@ -195,8 +199,45 @@ func (t readTx) Exec(ctx context.Context, q string, args ...any) (int64, error) 
 	return 0, errors.New("write on the read pool") // never called by sqlstore
 }
 
+// rstmt returns the statement for q prepared on the read pool, preparing
+// it on first use; nil when preparing fails (the query then runs
+// unprepared and reports the error itself). The queries are the store's
+// own texts, a small fixed set.
+func (b *backend) rstmt(ctx context.Context, q string) *sql.Stmt {
+	b.mu.Lock()
+	s, ok := b.rstmts[q]
+	b.mu.Unlock()
+	if ok {
+		return s
+	}
+	s, err := b.r.PrepareContext(ctx, q)
+	if err != nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rstmts == nil {
+		b.rstmts = map[string]*sql.Stmt{}
+	}
+	if old, dup := b.rstmts[q]; dup {
+		s.Close()
+		return old
+	}
+	b.rstmts[q] = s
+	return s
+}
+
 func (t readTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	r, err := t.b.r.QueryContext(ctx, t.b.query(q), args...)
+	q = t.b.query(q)
+	var (
+		r   *sql.Rows
+		err error
+	)
+	if s := t.b.rstmt(ctx, q); s != nil {
+		r, err = s.QueryContext(ctx, args...)
+	} else {
+		r, err = t.b.r.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +245,11 @@ func (t readTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows
 }
 
 func (t readTx) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
-	return row{t.b.r.QueryRowContext(ctx, t.b.query(q), args...)}
+	q = t.b.query(q)
+	if s := t.b.rstmt(ctx, q); s != nil {
+		return row{s.QueryRowContext(ctx, args...)}
+	}
+	return row{t.b.r.QueryRowContext(ctx, q, args...)}
 }
 
 type rows struct{ *sql.Rows }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/internal/sqlstore"
 )
 
@@ -18,9 +20,16 @@ import (
 // savepoint. Under load the cost of a commit (the WAL append, the lock) is
 // shared by the batch; sequential writes pay one hand-off between
 // goroutines.
+//
+// Writes marked store.Deferrable (settles and records written in the
+// background) wait in their own queue: the writer takes the other writes
+// first, and holds a deferrable one up to linger so that the ones that
+// follow share its transaction. A write on a request path never waits for
+// that delay: it ends it.
 const (
 	maxBatch   = 128
 	queueDepth = 1024
+	linger     = 2 * time.Millisecond
 )
 
 // errWriterClosed is returned by writes after Close.
@@ -38,7 +47,8 @@ type groupWriter struct {
 	b      *backend
 	mu     sync.RWMutex // held for reading while enqueueing; Close takes it
 	closed bool
-	queue  chan *writeReq
+	queue  chan *writeReq  // writes on a request path
+	lazy   chan *writeReq  // deferrable writes
 	ctx    context.Context // the transactions' context; canceled after the queue is drained
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -46,7 +56,8 @@ type groupWriter struct {
 
 func startGroupWriter(b *backend) *groupWriter {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &groupWriter{b: b, queue: make(chan *writeReq, queueDepth), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	g := &groupWriter{b: b, queue: make(chan *writeReq, queueDepth), lazy: make(chan *writeReq, queueDepth),
+		ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	go g.loop()
 	return g
 }
@@ -67,8 +78,12 @@ func (g *groupWriter) write(ctx context.Context, fn func(sqlstore.Tx) error) err
 		reqPool.Put(r)
 		return errWriterClosed
 	}
+	q := g.queue
+	if store.IsDeferrable(ctx) {
+		q = g.lazy
+	}
 	select {
-	case g.queue <- r:
+	case q <- r:
 	case <-ctx.Done():
 		g.mu.RUnlock()
 		reqPool.Put(r)
@@ -91,6 +106,7 @@ func (g *groupWriter) close() {
 	}
 	g.closed = true
 	close(g.queue)
+	close(g.lazy)
 	g.mu.Unlock()
 	<-g.done
 	g.cancel()
@@ -99,28 +115,110 @@ func (g *groupWriter) close() {
 func (g *groupWriter) loop() {
 	defer close(g.done)
 	batch := make([]*writeReq, 0, maxBatch)
-	for first := range g.queue {
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < maxBatch {
+	var held []*writeReq // deferrable writes put off by request-path ones
+	hold := time.NewTimer(linger)
+	hold.Stop()
+	queue, lazy := g.queue, g.lazy
+	for queue != nil || lazy != nil || len(held) > 0 {
+		batch = batch[:0]
+		preempt := queue // a deferrable batch gives way to request-path writes
+		// Request-path writes go first, in a transaction of their own.
+		select {
+		case r, ok := <-queue:
+			if !ok {
+				queue = nil
+				continue
+			}
+			batch = drain(append(batch, r), queue)
+			g.run(batch, nil)
+			clear(batch)
+			continue
+		default:
+		}
+		if len(held) > 0 {
+			batch = drain(append(batch, held...), lazy)
+			held = held[:0]
+		} else {
 			select {
-			case r, ok := <-g.queue:
+			case r, ok := <-queue:
 				if !ok {
-					break fill
+					queue = nil
+					continue
+				}
+				batch = drain(append(batch, r), queue)
+				g.run(batch, nil)
+				clear(batch)
+				continue
+			case r, ok := <-lazy:
+				if !ok {
+					lazy = nil
+					continue
 				}
 				batch = append(batch, r)
-			default:
-				break fill
+			}
+			// Hold a deferrable write for the ones that follow, until the
+			// batch is full or linger has passed; a request-path write
+			// that comes meanwhile runs first.
+			hold.Reset(linger)
+			urgent := false
+		wait:
+			for len(batch) < maxBatch && lazy != nil {
+				select {
+				case r, ok := <-lazy:
+					if !ok {
+						lazy = nil
+						break wait
+					}
+					batch = append(batch, r)
+				case r, ok := <-queue:
+					if !ok {
+						queue = nil
+						continue
+					}
+					held = append(held, batch...)
+					batch = drain(append(batch[:0], r), queue)
+					urgent, preempt = true, nil
+					break wait
+				case <-hold.C:
+					break wait
+				}
+			}
+			hold.Stop()
+			if !urgent {
+				batch = drain(batch, lazy)
 			}
 		}
-		g.run(batch)
+		if rest := g.run(batch, preempt); len(rest) > 0 {
+			held = append(held, rest...)
+		}
 		clear(batch)
 		g.b.prepareIfWanted(g.ctx)
 	}
 }
 
+// drain adds the writes waiting in q to batch, up to maxBatch, without
+// blocking.
+func drain(batch []*writeReq, q chan *writeReq) []*writeReq {
+	for q != nil && len(batch) < maxBatch {
+		select {
+		case r, ok := <-q:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
 // run executes one batch in one transaction and answers every write in it.
-func (g *groupWriter) run(batch []*writeReq) {
+// With urgent set (a batch of deferrable writes), a request-path write
+// that arrives meanwhile is run next in the same transaction, which then
+// commits at once: the deferrable writes not yet run are returned, to run
+// after it, so that a request never waits for a long deferrable batch.
+func (g *groupWriter) run(batch []*writeReq, urgent chan *writeReq) (rest []*writeReq) {
 	errs := make([]error, len(batch))
 	live := 0
 	for i, r := range batch {
@@ -130,7 +228,7 @@ func (g *groupWriter) run(batch []*writeReq) {
 	}
 	if live == 0 {
 		answer(batch, errs)
-		return
+		return nil
 	}
 	tx, err := g.b.w.BeginTx(g.ctx, nil) // BEGIN IMMEDIATE (_txlock)
 	if err != nil {
@@ -140,22 +238,37 @@ func (g *groupWriter) run(batch []*writeReq) {
 			}
 		}
 		answer(batch, errs)
-		return
+		return nil
 	}
 	wt := writeTx{b: g.b, tx: tx}
-	if live == 1 {
+	if live == 1 && urgent == nil {
 		for i, r := range batch {
 			if errs[i] == nil {
 				errs[i] = call(r.fn, wt)
 				if errs[i] != nil {
 					tx.Rollback() //nolint:errcheck // the fn's error is the one to report
 					answer(batch, errs)
-					return
+					return nil
 				}
 			}
 		}
 	} else {
-		for i, r := range batch {
+		for i := 0; i < len(batch); i++ {
+			if i > 0 && urgent != nil && rest == nil {
+				select {
+				case u, ok := <-urgent:
+					if !ok {
+						urgent = nil
+						break
+					}
+					us := drain([]*writeReq{u}, urgent)
+					rest = append([]*writeReq(nil), batch[i:]...)
+					batch = append(batch[:i], us...)
+					errs = append(errs[:i], make([]error, len(us))...)
+				default:
+				}
+			}
+			r := batch[i]
 			if errs[i] != nil {
 				continue
 			}
@@ -164,7 +277,7 @@ func (g *groupWriter) run(batch []*writeReq) {
 			}
 			if _, err := tx.ExecContext(g.ctx, "SAVEPOINT w"); err != nil {
 				g.abort(tx, batch, errs, err)
-				return
+				return rest
 			}
 			errs[i] = call(r.fn, wt)
 			undo := ""
@@ -173,7 +286,7 @@ func (g *groupWriter) run(batch []*writeReq) {
 			}
 			if _, err := tx.ExecContext(g.ctx, undo+"RELEASE w"); err != nil {
 				g.abort(tx, batch, errs, err)
-				return
+				return rest
 			}
 		}
 	}
@@ -187,6 +300,7 @@ func (g *groupWriter) run(batch []*writeReq) {
 		}
 	}
 	answer(batch, errs)
+	return rest
 }
 
 // abort rolls the whole batch back after a savepoint statement failed:

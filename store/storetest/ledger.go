@@ -246,4 +246,24 @@ func testLedgerBatch(t *testing.T, s store.Store) {
 		t.Fatalf("ReserveAll past the turn limit: got %v, want ExceededError for t5 in %s", err, turns)
 	}
 	must(t, bl.ReserveAll(ctx, nil))
+
+	// A spend is settled at once under its limits, leaves nothing to
+	// settle, and is refused like a reservation when it does not fit.
+	const count = budget.Scope("turns:r2")
+	spend := func(id string) budget.Reservation {
+		return budget.Reservation{ID: id, Owner: "proc-1", Amount: 1, Spend: true,
+			Scopes: []budget.ScopeLimit{lim(count, 2)}}
+	}
+	must(t, bl.ReserveAll(ctx, []budget.Reservation{spend("s1"), res("m6", 5, lim("run:r2", 0))}))
+	must(t, bl.ReserveAll(ctx, []budget.Reservation{spend("s2")}))
+	wantBalance(t, s, count, 2, 0)
+	if err := s.Settle(ctx, "s1", 1); !errors.Is(err, budget.ErrUnknownReservation) {
+		t.Errorf("Settle of a spend: got %v, want ErrUnknownReservation", err)
+	}
+	err = bl.ReserveAll(ctx, []budget.Reservation{res("m7", 5, lim("run:r2", 0)), spend("s3")})
+	if ee, ok := errors.AsType[*budget.ExceededError](err); !ok || ee.ID != "s3" {
+		t.Fatalf("ReserveAll with a spend past its limit: got %v, want ExceededError for s3", err)
+	}
+	wantBalance(t, s, count, 2, 0)
+	wantBalance(t, s, "run:r2", 0, 5)
 }

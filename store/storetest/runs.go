@@ -113,3 +113,53 @@ func testRunsList(t *testing.T, s store.Store) {
 		t.Errorf("ListRuns with Limit 0 returned %d runs, want the default 100", len(got))
 	}
 }
+
+// testSaveRun checks store.RunSaver: the write is raised to the ledger's
+// counts and never puts a running record over an ended one.
+func testSaveRun(t *testing.T, s store.Store) {
+	saver, ok := s.(store.RunSaver)
+	if !ok {
+		t.Skip("the store has no store.RunSaver")
+	}
+	ctx := context.Background()
+	turns, cost := budget.Scope("turns:save"), budget.Scope("run:save")
+	r := sampleRun("save", "acme", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	r.Status, r.Turns, r.Cost = store.RunRunning, 2, budget.Micros(50000)
+	if err := saver.SaveRun(ctx, r, turns, cost); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SaveRun of an absent record: got %v, want ErrNotFound", err)
+	}
+	must(t, s.CreateRun(ctx, r))
+	// The ledger counts more than this process: 3 turns, 7¢ settled.
+	must(t, s.Reserve(ctx, budget.Reservation{ID: "save-t", Owner: "p", Amount: 3, Scopes: []budget.ScopeLimit{{Scope: turns}}}))
+	must(t, s.Reserve(ctx, budget.Reservation{ID: "save-c", Owner: "p", Amount: budget.Micros(90000), Scopes: []budget.ScopeLimit{{Scope: cost}}}))
+	must(t, s.Settle(ctx, "save-c", budget.Micros(70000)))
+	r.InputTokens = 11
+	must(t, saver.SaveRun(ctx, r, turns, cost))
+	got, err := s.GetRun(ctx, "save")
+	must(t, err)
+	if got.Turns != 3 || got.Cost != budget.Micros(70000) || got.InputTokens != 11 {
+		t.Fatalf("after SaveRun: turns %d cost %v input %d, want 3, 7¢, 11 (raised to the ledger)", got.Turns, got.Cost, got.InputTokens)
+	}
+	// Counts above the ledger's are kept; no scope raises nothing.
+	r.Turns, r.Cost = 9, budget.Micros(200000)
+	must(t, saver.SaveRun(ctx, r, "", ""))
+	if got, _ = s.GetRun(ctx, "save"); got.Turns != 9 || got.Cost != budget.Micros(200000) {
+		t.Fatalf("after SaveRun above the ledger: turns %d cost %v", got.Turns, got.Cost)
+	}
+	// Another process ends the run: a running record does not overwrite
+	// it, an ended one does.
+	ended := r
+	ended.Status, ended.StopReason, ended.Ended = store.RunStopped, "killed", r.Started.Add(time.Minute)
+	must(t, saver.SaveRun(ctx, ended, turns, cost))
+	if err := saver.SaveRun(ctx, r, turns, cost); !errors.Is(err, store.ErrRunEnded) {
+		t.Fatalf("SaveRun running over stopped: got %v, want ErrRunEnded", err)
+	}
+	if got, _ = s.GetRun(ctx, "save"); got.Status != store.RunStopped || got.StopReason != "killed" {
+		t.Fatalf("the ending was overwritten: %+v", got)
+	}
+	ended.Turns = 12
+	must(t, saver.SaveRun(ctx, ended, turns, cost))
+	if got, _ = s.GetRun(ctx, "save"); got.Turns != 12 {
+		t.Fatalf("an ended record's write was refused: %+v", got)
+	}
+}

@@ -67,8 +67,28 @@ func (c *Core) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
 	})
 }
 
-// reserve holds r in its sorted scopes inside tx.
+// spendScope adds amount to a scope's settled money if it fits (a
+// budget.Reservation with Spend), like reserveScope.
+const spendScope = `INSERT INTO budget_scopes (scope, settled, reserved) VALUES ($1, $2, 0)
+	ON CONFLICT (scope) DO UPDATE SET settled = budget_scopes.settled + excluded.settled
+	WHERE CAST($3 AS BIGINT) <= 0
+		OR budget_scopes.settled + budget_scopes.reserved + excluded.settled <= CAST($3 AS BIGINT)`
+
+// reserve holds r in its sorted scopes inside tx; a Spend reservation is
+// added to the scopes' settled money and leaves no row of its own.
 func (c *Core) reserve(ctx context.Context, tx Tx, r budget.Reservation, scopes []budget.ScopeLimit) error {
+	if r.Spend {
+		for _, s := range scopes {
+			n, err := tx.Exec(ctx, spendScope, string(s.Scope), int64(r.Amount), int64(s.Limit))
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return codec.Exceeded(r.ID, s, r.Amount)
+			}
+		}
+		return nil
+	}
 	for _, s := range scopes {
 		n, err := tx.Exec(ctx, reserveScope, string(s.Scope), int64(r.Amount), int64(s.Limit))
 		if err != nil {

@@ -62,6 +62,54 @@ func (c *Core) CreateRun(ctx context.Context, r store.Run) error {
 	})
 }
 
+// saveRunQuery is UpdateRun's statement with the turn count and cost raised
+// to the ledger's ($21: the turn scope, $22: the cost scope) and no write
+// of a running record over an ended one.
+var saveRunQuery = func() string {
+	cols := strings.Split(runColumns, ",")
+	sets := make([]string, 0, len(cols)-1)
+	for i, col := range cols[1:] {
+		col = strings.TrimSpace(col)
+		switch col {
+		case "turns":
+			sets = append(sets, `turns = CASE
+				WHEN COALESCE((SELECT settled + reserved FROM budget_scopes WHERE scope = $21), 0) > CAST($16 AS BIGINT)
+				THEN COALESCE((SELECT settled + reserved FROM budget_scopes WHERE scope = $21), 0)
+				ELSE CAST($16 AS BIGINT) END`)
+		case "cost":
+			sets = append(sets, `cost = CASE
+				WHEN COALESCE((SELECT settled FROM budget_scopes WHERE scope = $22), 0) > CAST($20 AS BIGINT)
+				THEN COALESCE((SELECT settled FROM budget_scopes WHERE scope = $22), 0)
+				ELSE CAST($20 AS BIGINT) END`)
+		default:
+			sets = append(sets, fmt.Sprintf("%s = $%d", col, i+2))
+		}
+	}
+	return `UPDATE runs SET ` + strings.Join(sets, ", ") +
+		` WHERE id = $1 AND (CAST($11 AS TEXT) <> 'running' OR status = 'running')`
+}()
+
+// SaveRun writes r raised to the ledger's counts, unless it would write a
+// running record over an ended one (see store.RunSaver).
+func (c *Core) SaveRun(ctx context.Context, r store.Run, turns, cost budget.Scope) error {
+	args := append(runArgs(r), string(turns), string(cost))
+	return c.write(ctx, "save run "+r.ID, func(tx Tx) error {
+		n, err := tx.Exec(ctx, saveRunQuery, args...)
+		if err != nil || n > 0 {
+			return err
+		}
+		var status string
+		err = tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1`, r.ID).Scan(&status)
+		if errors.Is(err, ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w (%s)", store.ErrRunEnded, status)
+	})
+}
+
 // UpdateRun replaces the stored record of r.ID (store.ErrNotFound if absent).
 func (c *Core) UpdateRun(ctx context.Context, r store.Run) error {
 	cols := strings.Split(runColumns, ",")

@@ -137,4 +137,7 @@ func (c *Core) read(op string) (Tx, error) {
 	return c.b.Read(), nil
 }
 
-var _ budget.BatchLedger = (*Core)(nil)
+var (
+	_ budget.BatchLedger = (*Core)(nil)
+	_ store.RunSaver     = (*Core)(nil)
+)
