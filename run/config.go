@@ -129,7 +129,9 @@ type Config struct {
 	// Policy names the irreversible tools.
 	Policy Policy
 	// OnAlert is called once per crossed threshold, after the settle that
-	// crossed it, outside any lock, on the settling goroutine.
+	// crossed it, outside any lock, on a background goroutine of the
+	// Manager (Run.Flush and Manager.Flush wait for it, so it must not
+	// call them).
 	OnAlert func(budget.Alert)
 	// Rand returns uniform draws in [0, 1) for tool retry jitter; default
 	// math/rand/v2.Float64.

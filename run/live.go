@@ -115,7 +115,7 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 	m.sink.Record(r.runSpan())
 	r.arm()
 	if s.Fresh {
-		_ = r.persist(ctx) // creates the record in the background
+		_ = r.persist(context.WithoutCancel(ctx)) // creates the record in the background
 	}
 	return r, nil
 }

@@ -352,14 +352,14 @@ func (r *Run) persist(ctx context.Context) error {
 	case r.m.writers <- struct{}{}:
 	case <-ctx.Done(): // the caller gave up waiting: write here instead
 		r.mu.Lock()
-		r.writing = false
+		r.writing, r.dirty = false, false // persistNow writes the record as it is now
 		r.mu.Unlock()
-		return r.persistNow(ctx)
+		return r.persistNow(context.WithoutCancel(ctx))
 	}
 	if !r.m.retry.add() {
 		<-r.m.writers
 		r.mu.Lock()
-		r.writing = false
+		r.writing, r.dirty = false, false
 		r.mu.Unlock()
 		return r.persistNow(ctx)
 	}

@@ -57,9 +57,10 @@ type Outcome struct {
 // reservation in the ledger; the run's counters (tokens, cost) are updated
 // and written; the model span and one span per attempt are recorded; the
 // run's and tenant's alert thresholds are checked (Config.OnAlert is called
-// for each new one). The ledger settle, the alert check and the record
-// write happen in the background (Run.Flush waits for them); a store that
-// fails is retried there (Config.StoreRetryFor). A model without a price is charged the reserved
+// for each new one). The alert check and the record write happen in the
+// background (Run.Flush waits for them), and so does the ledger settle of
+// a cost within the reservation; a store that fails is retried
+// (Config.StoreRetryFor). A model without a price is charged the reserved
 // estimate and the cost is marked estimated (CostEstimated), unless the call
 // failed without using any token (then it costs $0). A step whose
 // reservation has expired or was released by the run's end is charged
@@ -98,16 +99,25 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	r.costEstimated = r.costEstimated || estimated
 	a.cost, a.estimated = cost, estimated
 	ended := r.ended
+	covered := a.resID != "" && cost <= a.step.EstimatedCost
 	r.mu.Unlock()
 
-	// The ledger settle and the alert check run off the request path: the
-	// reservation holds the estimate until the settle lands (usually more
-	// than the call cost), and this process's own count is already up to
-	// date. Flush waits for them.
-	// The record is written after the settle, so that it takes the
-	// ledger's cost with this spend in it.
+	// A cost the reservation covers is settled off the request path:
+	// until the settle lands, the ledger holds the estimate, which errs
+	// on the safe side for every admission that reads it. A cost above
+	// the estimate (or with nothing reserved) is settled before Settle
+	// returns, so that the next admission, in any process, sees it
+	// (regression: TestRegression_CostAboveEstimateSettledFirst). The
+	// alert check and the record write follow the settle in the
+	// background; Flush waits for them.
+	var err error
+	if !covered {
+		err = a.charge(ctx, cost)
+	}
 	r.background(ctx, func(ctx context.Context) {
-		_ = a.charge(ctx, cost)
+		if covered {
+			_ = a.charge(ctx, cost)
+		}
 		if a.scopes != nil {
 			r.alerts(ctx, a.scopes, a.tb)
 		}
@@ -118,7 +128,6 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	for i, at := range o.Attempts {
 		r.m.sink.Record(a.attemptSpan(i+1, at))
 	}
-	var err error
 	if ended {
 		// A late settle changes the ended run's totals (and maybe events).
 		r.m.sink.Record(r.runSpan())
@@ -133,7 +142,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 // charge settles the reservation at cost, or records the spend with a
 // fresh unlimited reservation when the original is gone (expired, or
 // released by the run's end): money spent is always recorded. A store that
-// fails is retried (Manager.durably); charge runs in the background.
+// fails is retried (Manager.durably).
 func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	r := a.r
 	if a.resID == "" && cost == 0 {

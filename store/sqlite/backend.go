@@ -157,12 +157,20 @@ func code(err error) error {
 	return err
 }
 
+// writeTx runs a write's statements inside the group commit's
+// transaction, under the writer's context, not the caller's: a caller
+// whose context ends mid-statement would interrupt SQLite, which rolls
+// back the whole transaction, and with it the other writes of the batch.
+// A write whose context has ended before it starts is not run (see
+// groupWriter.run); one that started finishes.
 type writeTx struct {
-	b  *backend
-	tx *sql.Tx
+	b   *backend
+	tx  *sql.Tx
+	ctx context.Context
 }
 
-func (t writeTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+func (t writeTx) Exec(_ context.Context, q string, args ...any) (int64, error) {
+	ctx := t.ctx
 	q = t.b.query(q)
 	var res sql.Result
 	var err error
@@ -177,15 +185,16 @@ func (t writeTx) Exec(ctx context.Context, q string, args ...any) (int64, error)
 	return res.RowsAffected()
 }
 
-func (t writeTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	r, err := t.tx.QueryContext(ctx, t.b.query(q), args...)
+func (t writeTx) Query(_ context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	r, err := t.tx.QueryContext(t.ctx, t.b.query(q), args...)
 	if err != nil {
 		return nil, err
 	}
 	return rows{r}, nil
 }
 
-func (t writeTx) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+func (t writeTx) QueryRow(_ context.Context, q string, args ...any) sqlstore.Row {
+	ctx := t.ctx
 	q = t.b.query(q)
 	if s := t.b.stmt(q); s != nil {
 		return row{t.tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)}

@@ -240,7 +240,7 @@ func (g *groupWriter) run(batch []*writeReq, urgent chan *writeReq) (rest []*wri
 		answer(batch, errs)
 		return nil
 	}
-	wt := writeTx{b: g.b, tx: tx}
+	wt := writeTx{b: g.b, tx: tx, ctx: g.ctx}
 	if live == 1 && urgent == nil {
 		for i, r := range batch {
 			if errs[i] == nil {

@@ -84,3 +84,60 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		t.Fatalf("%d commits for the held write and %d queued ones, want 2 (one group commit)", commits, n)
 	}
 }
+
+// A write whose caller's context ends while its statements run must not
+// fail the other writes of its batch: SQLite answers an interrupted
+// statement by rolling back the whole transaction, so batched statements
+// run under the writer's context, not the caller's.
+func TestGroupCommitCallerCancelMidWrite(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.Backend().(*backend)
+
+	holding, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- b.Write(ctx, func(sqlstore.Tx) error { close(holding); <-release; return nil })
+	}()
+	<-holding
+	errA := make(chan error, 1)
+	go func() {
+		errA <- s.Reserve(ctx, budget.Reservation{ID: "a", Owner: "p", Amount: budget.Dollars(1),
+			Scopes: []budget.ScopeLimit{{Scope: "run:a", Limit: budget.Dollars(2)}}})
+	}()
+	for len(b.gw.queue) < 1 {
+		runtime.Gosched()
+	}
+	// B's caller goes away once B has started: its statement then runs
+	// with a context that is done.
+	ctxB, cancelB := context.WithCancel(ctx)
+	errB := make(chan error, 1)
+	go func() {
+		errB <- b.Write(ctxB, func(tx sqlstore.Tx) error {
+			cancelB()
+			_, err := tx.Exec(ctxB, `INSERT INTO budget_scopes (scope, settled, reserved) VALUES ('run:b', 0, 0)`)
+			return err
+		})
+	}()
+	for len(b.gw.queue) < 2 {
+		runtime.Gosched()
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errB; err != nil {
+		t.Fatalf("B, started before its caller left: %v (a write that started finishes)", err)
+	}
+	if err := <-errA; err != nil {
+		t.Fatalf("A failed because a batch-mate's caller left: %v", err)
+	}
+	bal, err := s.Balance(ctx, "run:a")
+	if err != nil || bal.Reserved != budget.Dollars(1) {
+		t.Fatalf("run:a %+v, %v: want $1 reserved", bal, err)
+	}
+}

@@ -1,0 +1,218 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
+	"github.com/belay-run/belay/store/sqlite"
+)
+
+// Regressions found by the review of the background settle (session 2).
+
+// gatedSettle is a store whose Settle waits for gate: a slow store, or a
+// settle queued behind other writes.
+type gatedSettle struct {
+	Store
+	gate chan struct{}
+}
+
+func (g gatedSettle) Settle(ctx context.Context, id string, actual budget.USD) error {
+	<-g.gate
+	return g.Store.Settle(ctx, id, actual)
+}
+
+// A step reserved at 1¢ that cost 9¢ leaves 1¢ of the run's 10¢ and of
+// the tenant's 10¢: the next 5¢ step must be refused, in this run and in
+// another run of the tenant, even while background writes are slow. With
+// the settle in the background the ledger held only the 1¢ estimate and
+// let the next step through.
+func TestRegression_CostAboveEstimateSettledFirst(t *testing.T) {
+	for _, scope := range []string{"run", "tenant"} {
+		t.Run(scope, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				gate := make(chan struct{})
+				defer close(gate)
+				st := gatedSettle{Store: memstore.New(), gate: gate}
+				cfg := Config{Store: st, Pricing: testPricing(t), Owner: "p", KillPoll: -1, ExpireEvery: -1,
+					TenantBudgets: map[string]TenantBudget{}}
+				lim := store.Limits{}
+				if scope == "run" {
+					lim.MaxCost = cents(10)
+				} else {
+					cfg.TenantBudgets["acme"] = TenantBudget{Limit: cents(10)}
+				}
+				m, err := NewManager(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				r1, err := m.Start(ctx, Spec{Tenant: "acme", Limits: lim})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, err := r1.Admit(ctx, modelStep(cents(1)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				settled := make(chan error, 1)
+				go func() { settled <- a.Settle(ctx, usage(9, 0), Outcome{}) }()
+				synctest.Wait() // the settle waits at the gate
+				select {
+				case err := <-settled:
+					t.Fatalf("Settle returned (%v) before the ledger settled a cost above the reservation", err)
+				default:
+				}
+				gate <- struct{}{}
+				if err := <-settled; err != nil {
+					t.Fatal(err)
+				}
+				next := r1
+				if scope == "tenant" {
+					if next, err = m.Start(ctx, Spec{Tenant: "acme"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, err = next.Admit(ctx, modelStep(cents(5)))
+				wantReason(t, err, failure.BudgetExceeded, failure.Fatal)
+			})
+		})
+	}
+}
+
+// The same on the real stores without delays: 14¢ must never be spent
+// against a 10¢ limit.
+func TestRegression_CostAboveEstimateRealStores(t *testing.T) {
+	for _, name := range []string{"memstore", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			var st Store = memstore.New()
+			if name == "sqlite" {
+				s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "b.db"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				st = s
+			}
+			m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Owner: "p"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ctx := context.Background()
+			for i := range 50 {
+				r, err := m.Start(ctx, Spec{Tenant: "acme", Limits: store.Limits{MaxCost: cents(10)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(9, 0), nil }); err != nil {
+					t.Fatal(err)
+				}
+				err = r.Call(ctx, modelStep(cents(5)), func(context.Context) (budget.Usage, error) { return usage(5, 0), nil })
+				if fe := failure.As(err); fe == nil || fe.Reason != failure.BudgetExceeded {
+					t.Fatalf("run %d: second step: %v, want budget_exceeded (9¢ spent of 10¢)", i, err)
+				}
+			}
+		})
+	}
+}
+
+// A Fresh run started with a context already done (a client gone) took
+// persist's fallback, which left the record dirty: the run stayed in
+// memory for ever and Flush never returned.
+func TestRegression_FreshStartCanceledContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Owner: "p",
+			IdleTTL: time.Second, KillPoll: -1, ExpireEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		canceled, cancel := context.WithCancel(context.Background())
+		cancel()
+		const n = 40
+		for i := range n {
+			r, err := m.Start(canceled, Spec{ID: fmt.Sprintf("c%02d", i), Tenant: "acme", Fresh: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Finish(context.Background(), store.RunSucceeded, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Second) // several idle sweeps
+		synctest.Wait()
+		if err := m.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if live := m.Live(); live != 0 {
+			t.Fatalf("%d of %d finished Fresh runs still held in memory", live, n)
+		}
+	})
+}
+
+// gatedCreate delays CreateRun: a Fresh run's first background write that
+// has not landed yet.
+type gatedCreate struct {
+	Store
+	gate chan struct{}
+}
+
+func (g gatedCreate) CreateRun(ctx context.Context, r store.Run) error {
+	<-g.gate
+	return g.Store.CreateRun(ctx, r)
+}
+
+// A Fresh run's id reached another process (the client's next call went
+// to another replica) before the first process's record landed; that
+// process started and ended the run. The first process's create then
+// conflicted and its write must take the stored ending, not overwrite it
+// with "running".
+func TestRegression_FreshCreateKeepsOtherProcessEnding(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	gate := make(chan struct{})
+	m1, err := NewManager(Config{Store: gatedCreate{Store: st, gate: gate}, Pricing: testPricing(t), Owner: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
+	m2, err := NewManager(Config{Store: st, Pricing: testPricing(t), Owner: "p2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	r1, err := m1.Start(ctx, Spec{ID: "x", Tenant: "acme", Fresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := m2.Start(ctx, Spec{ID: "x", Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Finish(ctx, store.RunFailed, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	if err := m1.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.GetRun(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != store.RunFailed {
+		t.Fatalf("stored status %q, want %q (the other process's ending)", rec.Status, store.RunFailed)
+	}
+	if _, err := r1.Admit(ctx, modelStep(cents(1))); err == nil {
+		t.Fatal("a step admitted in a run another process ended")
+	}
+}
