@@ -180,7 +180,10 @@ func TestRegression_10_StoreFailureIsTransient503(t *testing.T) {
 		"{name: a, provider: anthropic, model: claude-sonnet-4-5, base_url: \""+up.URL+"\", api_key: k}"), st)
 	st.fail.Store(true)
 
-	resp, body := g.do("POST", "/v1/chat/completions", chat)
+	// A run the client names goes through the ledger at once. (The first
+	// call of a run the gateway names does not wait for the store: see
+	// run.TestFreshFirstStepStoreDown.)
+	resp, body := g.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "r-503")
 	typ, code, msg := decodeError(t, body)
 	if resp.StatusCode != 503 || typ != "store_unavailable" || code != "store_unavailable" || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("status %d headers %v body %s", resp.StatusCode, resp.Header, body)
@@ -188,7 +191,8 @@ func TestRegression_10_StoreFailureIsTransient503(t *testing.T) {
 	if resp.Header.Get("X-Should-Retry") == "false" || strings.Contains(msg, "SQLSTATE") || strings.Contains(msg, "/var/lib") {
 		t.Fatalf("retry %q body %s", resp.Header.Get("X-Should-Retry"), body)
 	}
-	resp, body = g.do("POST", "/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	resp, body = g.do("POST", "/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
+		"X-Belay-Run-Id", "r-503b")
 	if resp.StatusCode != 503 || !strings.Contains(body, `"type":"store_unavailable"`) || strings.Contains(body, "SQLSTATE") {
 		t.Fatalf("anthropic: status %d body %s", resp.StatusCode, body)
 	}

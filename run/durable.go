@@ -64,6 +64,7 @@ func permanent(err error) bool {
 // Close, nothing is retried and fn's error is returned.
 func (m *Manager) durably(ctx context.Context, op, runID string, fn func(context.Context) error, done func(error)) error {
 	err := fn(context.WithoutCancel(ctx))
+	m.storeDown.Store(err != nil && !permanent(err))
 	if err == nil || permanent(err) || m.cfg.StoreRetryFor < 0 || !m.retry.add() {
 		if err != nil && !permanent(err) {
 			m.giveUp(op, runID, err)
@@ -100,6 +101,7 @@ func (m *Manager) retryLoop(op, runID string, fn func(context.Context) error) er
 		err := fn(context.WithoutCancel(m.ctx))
 		switch {
 		case err == nil:
+			m.storeDown.Store(false)
 			m.log.Info("run: store write recovered", "op", op, "run_id", runID, "attempt", attempt)
 			return nil
 		case permanent(err) || closing || !time.Now().Add(wait).Before(until):

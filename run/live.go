@@ -28,13 +28,18 @@ type Spec struct {
 	// without reading the id back, a short one).
 	IdleTTL time.Duration
 	// Fresh says ID was made for this Start and no one else knows it yet
-	// (the gateway's own run ids, random UUIDs): the record is then
-	// created by the run's first background write instead of before Start
-	// returns, which takes a store write off the request path. A Fresh ID
-	// that is in the store after all is not detected by Start: its record
-	// write fails (logged, Stats.StoreFailures). Until that write lands
-	// the store does not know the run (GetRun is ErrNotFound); Flush
-	// waits for it.
+	// (the gateway's own run ids, random UUIDs). Nothing is written at
+	// Start: the record is created by the run's first record write (when
+	// its first step closes, or when it ends), and until then the store
+	// does not know the run (GetRun is ErrNotFound; Flush waits for the
+	// write). The run's first model step is admitted in memory when the
+	// tenant has no budget limit: no other process can know the run, so
+	// its turn and money limits are checked exactly here, and its ledger
+	// entries are written when it closes, in the background. Later steps
+	// go through the ledger as usual (after the first step's entries have
+	// landed), so the limits hold across processes once the id is out.
+	// A Fresh ID that is in the store after all is found when the record
+	// is written: the stored record's ending, if any, is taken.
 	Fresh bool
 }
 
@@ -110,13 +115,10 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 	}
 	r := m.newRun(rec)
 	r.ttl = s.IdleTTL
-	r.created = !s.Fresh
+	r.created, r.fresh = !s.Fresh, s.Fresh
 	m.publish(s.ID, e, r, nil)
 	m.sink.Record(r.runSpan())
 	r.arm()
-	if s.Fresh {
-		_ = r.persist(context.WithoutCancel(ctx)) // creates the record in the background
-	}
 	return r, nil
 }
 

@@ -70,7 +70,11 @@ type Manager struct {
 	idle map[string]weak.Pointer[Run] // evicted runs a caller may still hold
 
 	stats storeStats
-	retry retrier
+	// storeDown: the last store write failed with an error that may pass
+	// and none has succeeded since; first steps of Fresh runs then go
+	// through the ledger (and fail with the store) instead of memory.
+	storeDown atomic.Bool
+	retry     retrier
 	// writers bounds the run-record writes in the background: when it is
 	// full, the next write waits (backpressure on the request path)
 	// instead of queueing without bound.

@@ -2,8 +2,10 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -175,7 +177,7 @@ func (g gatedCreate) CreateRun(ctx context.Context, r store.Run) error {
 // to another replica) before the first process's record landed; that
 // process started and ended the run. The first process's create then
 // conflicted and its write must take the stored ending, not overwrite it
-// with "running".
+// with "running", and refuse the run's next step.
 func TestRegression_FreshCreateKeepsOtherProcessEnding(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New()
@@ -194,6 +196,10 @@ func TestRegression_FreshCreateKeepsOtherProcessEnding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := r1.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil }); err != nil {
+		t.Fatal(err)
+	}
+	// The id is out: the client's next call reaches the second process.
 	r2, err := m2.Start(ctx, Spec{ID: "x", Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
@@ -209,10 +215,92 @@ func TestRegression_FreshCreateKeepsOtherProcessEnding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Status != store.RunFailed {
-		t.Fatalf("stored status %q, want %q (the other process's ending)", rec.Status, store.RunFailed)
+	if rec.Status != store.RunFailed || rec.Turns != 1 || rec.Cost != cents(1) {
+		t.Fatalf("stored %+v, want the other process's ending (failed) with the first step counted", rec)
 	}
 	if _, err := r1.Admit(ctx, modelStep(cents(1))); err == nil {
 		t.Fatal("a step admitted in a run another process ended")
 	}
+}
+
+// failingStore fails every write while fail is set.
+type failingStore struct {
+	Store
+	fail atomic.Bool
+}
+
+var errDown = errors.New("connection refused")
+
+func (f *failingStore) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
+	if f.fail.Load() {
+		return errDown
+	}
+	return f.Store.(budget.BatchLedger).ReserveAll(ctx, rs)
+}
+
+func (f *failingStore) Reserve(ctx context.Context, r budget.Reservation) error {
+	return f.ReserveAll(ctx, []budget.Reservation{r})
+}
+
+func (f *failingStore) Settle(ctx context.Context, id string, actual budget.USD) error {
+	if f.fail.Load() {
+		return errDown
+	}
+	return f.Store.Settle(ctx, id, actual)
+}
+
+func (f *failingStore) CreateRun(ctx context.Context, r store.Run) error {
+	if f.fail.Load() {
+		return errDown
+	}
+	return f.Store.CreateRun(ctx, r)
+}
+
+func (f *failingStore) UpdateRun(ctx context.Context, r store.Run) error {
+	if f.fail.Load() {
+		return errDown
+	}
+	return f.Store.UpdateRun(ctx, r)
+}
+
+// The first step of a Fresh run is admitted in memory and its ledger
+// entries written when it closes; once that write has failed (the store is
+// down), first steps go through the ledger and fail with the store
+// instead of piling up unrecorded spend. When the store is back, the
+// retried write records the first step.
+func TestFreshFirstStepStoreDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &failingStore{Store: memstore.New()}
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Owner: "p", KillPoll: -1, ExpireEvery: -1, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		st.fail.Store(true)
+		call := func(id string) error {
+			r, err := m.Start(ctx, Spec{ID: id, Tenant: "acme", Fresh: true, Limits: store.Limits{MaxTurns: 5}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Call(ctx, modelStep(cents(2)), func(context.Context) (budget.Usage, error) { return usage(2, 0), nil })
+		}
+		if err := call("first"); err != nil {
+			t.Fatalf("first step of a Fresh run with the store down: %v (want served, recorded later)", err)
+		}
+		synctest.Wait() // its ledger write failed once and waits to retry
+		if err := call("second"); err == nil || !errors.Is(err, errDown) {
+			t.Fatalf("a first step once the store is known down: %v, want the store's error", err)
+		}
+		st.fail.Store(false)
+		if err := m.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := st.Balance(ctx, budget.RunScope("first")); b.Settled != cents(2) {
+			t.Fatalf("the first step's spend after the store came back: %+v", b)
+		}
+		if b, _ := st.Balance(ctx, TurnScope("first")); b.Settled != 1 {
+			t.Fatalf("the first step's turn after the store came back: %+v", b)
+		}
+	})
 }

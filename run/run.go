@@ -53,6 +53,11 @@ type Run struct {
 	written       *sync.Cond    // on mu: broadcast when a background write ends
 	// created: the record is in the store (Spec.Fresh runs start without).
 	created bool
+	// fresh: a Spec.Fresh run that has admitted no step yet (see
+	// Run.reserveAll). privateOpen: first steps admitted in memory whose
+	// ledger entries have not been written yet.
+	fresh       bool
+	privateOpen int
 	// pendingBG: ledger writes of settled steps not done yet (see
 	// Run.background); Flush waits for them and the run stays in memory.
 	pendingBG int

@@ -99,7 +99,10 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	r.costEstimated = r.costEstimated || estimated
 	a.cost, a.estimated = cost, estimated
 	ended := r.ended
-	covered := a.resID != "" && cost <= a.step.EstimatedCost
+	// A step admitted in memory (the first of a Fresh run) is covered
+	// too: no other process knows the run, and this process's next
+	// admission waits for its entries (Run.waitPrivate).
+	covered := a.resID != "" && cost <= a.step.EstimatedCost || a.private
 	r.mu.Unlock()
 
 	// A cost the reservation covers is settled off the request path:
@@ -117,6 +120,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	r.background(ctx, func(ctx context.Context) {
 		if covered {
 			_ = a.charge(ctx, cost)
+			a.privateWritten()
 		}
 		if a.scopes != nil {
 			r.alerts(ctx, a.scopes, a.tb)
@@ -145,7 +149,10 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 // fails is retried (Manager.durably).
 func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	r := a.r
-	if a.resID == "" && cost == 0 {
+	r.mu.Lock()
+	turn := a.turnUnwritten
+	r.mu.Unlock()
+	if a.resID == "" && cost == 0 && !turn {
 		return nil
 	}
 	if a.resID == "" {
@@ -187,7 +194,11 @@ func (c *charger) try(ctx context.Context) error {
 		}
 		c.late = true
 	}
-	if c.cost == 0 {
+	r := c.a.r
+	r.mu.Lock()
+	turn := c.a.turnUnwritten
+	r.mu.Unlock()
+	if c.cost == 0 && !turn {
 		return nil
 	}
 	if !c.held {
@@ -195,11 +206,25 @@ func (c *charger) try(ctx context.Context) error {
 		for i, s := range c.a.scopes {
 			unlimited[i] = budget.ScopeLimit{Scope: s.Scope}
 		}
-		err := st.Reserve(ctx, budget.Reservation{ID: c.lateID, Owner: c.a.r.m.owner, Scopes: unlimited, Amount: c.cost})
+		var rs []budget.Reservation
+		if turn { // the turn of a step admitted in memory, in the same write
+			rs = append(rs, budget.Reservation{ID: c.lateID + "-turn", Owner: r.m.owner, Amount: turnUnit, Spend: true,
+				Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id)}}})
+		}
+		if c.cost > 0 {
+			rs = append(rs, budget.Reservation{ID: c.lateID, Owner: r.m.owner, Scopes: unlimited, Amount: c.cost})
+		}
+		_, err := r.m.reserve(ctx, rs)
 		if err != nil && !errors.Is(err, store.ErrConflict) { // a conflict: an earlier try reserved it
 			return fmt.Errorf("run: record late spend: %w", err)
 		}
+		r.mu.Lock()
+		c.a.turnUnwritten = false
+		r.mu.Unlock()
 		c.held = true
+		if c.cost == 0 {
+			return nil
+		}
 	}
 	err := st.Settle(ctx, c.lateID, c.cost)
 	if errors.Is(err, budget.ErrUnknownReservation) && c.tried {
@@ -226,6 +251,15 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	ctx = context.WithoutCancel(ctx)
 	a.releaseReservation(ctx)
 	r := a.r
+	r.mu.Lock()
+	private := a.private
+	r.mu.Unlock()
+	if private { // admitted in memory: its turn goes to the ledger now
+		r.background(ctx, func(ctx context.Context) {
+			_ = a.charge(ctx, 0)
+			a.privateWritten()
+		})
+	}
 	if a.step.Kind == KindModel {
 		r.mu.Lock()
 		r.lastFailed = true

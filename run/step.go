@@ -59,6 +59,9 @@ type Admitted struct {
 	tb     TenantBudget
 	start  time.Time
 	spanID string
+	// private: admitted in memory, the first step of a Spec.Fresh run;
+	// turnUnwritten: its turn is not in the ledger yet. Under r.mu.
+	private, turnUnwritten bool
 	// Under r.mu:
 	settled   bool
 	cost      budget.USD // charged by Settle
@@ -128,6 +131,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 
 	r.mu.Lock()
 	ferr := r.checkLocked(s, now)
+	private := false
 	if ferr == nil {
 		if s.Kind == KindModel {
 			r.rec.Turns++
@@ -137,13 +141,14 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		r.pending += s.EstimatedTokens
 		r.open[a] = struct{}{}
 		r.lastActive = now
+		private, r.fresh = r.fresh && s.Kind == KindModel, false
 	}
 	maxTurns := r.rec.Limits.MaxTurns
 	r.mu.Unlock()
 	if ferr != nil {
 		return nil, r.refuse(ctx, a, ferr)
 	}
-	if err := r.reserveAll(ctx, a, maxTurns, now); err != nil {
+	if err := r.reserveAll(ctx, a, maxTurns, now, private); err != nil {
 		r.mu.Lock()
 		r.unadmitLocked(a)
 		if errors.Is(err, errEnded) {
@@ -167,8 +172,38 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 // budget.BatchLedger. On any refusal or error it gives back what it took.
 // A refusal is a Fatal MaxTurnsExceeded or BudgetExceeded; a run that
 // ended meanwhile gives errEnded.
-func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now time.Time) error {
+func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now time.Time, private bool) error {
 	s := a.step
+	if private {
+		// The first step of a Spec.Fresh run: no other process knows the
+		// run, so its own scopes (turns, money) are exact in memory; with
+		// no tenant limit there is nothing shared to reserve against.
+		// checkLocked has counted the turn; the money is checked here.
+		// Its ledger entries are written when it closes (charge). While
+		// store writes are failing, the ledger is asked instead, so that
+		// calls fail with the store rather than pile up unrecorded spend.
+		scopes, tb := r.scopes(now)
+		if tb.Limit <= 0 && !r.m.storeDown.Load() {
+			if lim := scopes[0].Limit; lim > 0 && s.EstimatedCost > lim {
+				return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
+					Message: fmt.Sprintf("estimated cost %s does not fit", s.EstimatedCost),
+					Cause:   &budget.ExceededError{ID: "first step", Scope: scopes[0].Scope, Amount: s.EstimatedCost, Limit: lim}}
+			}
+			if err := r.stillRunning(); err != nil {
+				return err
+			}
+			r.mu.Lock()
+			a.private, a.turnUnwritten = true, maxTurns > 0
+			a.scopes, a.tb = scopes, tb
+			r.privateOpen++
+			r.mu.Unlock()
+			return nil
+		}
+	}
+	// The ledger must hold the first step's entries before it is asked.
+	if err := r.waitPrivate(ctx); err != nil {
+		return err
+	}
 	var rs []budget.Reservation
 	turn := s.Kind == KindModel && maxTurns > 0
 	if turn {
@@ -254,6 +289,35 @@ func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, er
 		}
 	}
 	return 0, nil
+}
+
+// waitPrivate waits until the ledger entries of the steps admitted in
+// memory (see reserveAll) have been written.
+func (r *Run) waitPrivate(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.written.Broadcast()
+	})
+	defer stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.privateOpen > 0 && ctx.Err() == nil {
+		r.written.Wait()
+	}
+	return ctx.Err()
+}
+
+// privateWritten marks a step admitted in memory as written to the ledger.
+func (a *Admitted) privateWritten() {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.private {
+		a.private = false
+		r.privateOpen--
+		r.written.Broadcast()
+	}
 }
 
 // stillRunning reports errEnded when the run was drained (killed, out of
