@@ -68,11 +68,13 @@ type Reservation struct {
 	Amount    USD
 	ExpiresAt time.Time
 	// Spend (honoured by Reserve and ReserveAll of MemLedger and of the
-	// stores belay ships) takes Amount as spent at once
-	// (into Settled) under the same limits, and leaves no reservation to
-	// settle or release: ID names it in errors only and is not kept. It
-	// is how a count used as soon as it is admitted, such as a run's
-	// turns, is taken, in one statement and without a row per use.
+	// stores belay ships) takes Amount as spent at once (into Settled)
+	// under the same limits, and leaves no reservation to settle or
+	// release. A Spend with an ID records the ID as used, so that the
+	// same spend repeated (a retry after an answer was lost) is a
+	// conflict and changes nothing; with an empty ID nothing is kept (a
+	// count used as soon as it is admitted, such as a run's turns: one
+	// statement and no row per use).
 	Spend bool
 }
 

@@ -68,7 +68,7 @@ func (l *MemLedger) ReserveAll(_ context.Context, rs []Reservation) error {
 	}
 	seen := make(map[string]bool, len(rs))
 	for _, r := range rs {
-		if seen[r.ID] && !r.Spend {
+		if seen[r.ID] && r.ID != "" {
 			return fmt.Errorf("%w: %q twice in one batch", ErrDuplicateReservation, r.ID)
 		}
 		seen[r.ID] = true
@@ -103,6 +103,8 @@ func (l *MemLedger) ReserveAll(_ context.Context, rs []Reservation) error {
 		if !r.Spend {
 			r.Scopes = append([]ScopeLimit(nil), r.Scopes...)
 			l.open[r.ID] = r
+		}
+		if r.ID != "" {
 			l.used[r.ID] = true
 		}
 	}
@@ -112,7 +114,7 @@ func (l *MemLedger) ReserveAll(_ context.Context, rs []Reservation) error {
 // fitsLocked checks one reservation alone: its id is new and its amount
 // fits every scope.
 func (l *MemLedger) fitsLocked(r Reservation) error {
-	if !r.Spend && l.used[r.ID] {
+	if r.ID != "" && l.used[r.ID] {
 		return fmt.Errorf("%w: %q", ErrDuplicateReservation, r.ID)
 	}
 	for _, sl := range r.Scopes {
@@ -130,7 +132,7 @@ func (l *MemLedger) fitsLocked(r Reservation) error {
 }
 
 func checkReservation(r Reservation) error {
-	if r.ID == "" {
+	if r.ID == "" && !r.Spend {
 		return errors.New("budget: reservation without an id")
 	}
 	if r.Amount < 0 {

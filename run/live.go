@@ -30,7 +30,8 @@ type Spec struct {
 	// Fresh says ID was made for this Start and no one else knows it yet
 	// (the gateway's own run ids, random UUIDs). Nothing is written at
 	// Start: the record is created by the run's first record write (when
-	// its first step closes, or when it ends), and until then the store
+	// its first step closes, or when it ends), the run's span is written
+	// when it ends (its steps' spans as they close), and until then the store
 	// does not know the run (GetRun is ErrNotFound; Flush waits for the
 	// write). The run's first model step is admitted in memory when the
 	// tenant has no budget limit: no other process can know the run, so
@@ -117,7 +118,9 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 	r.ttl = s.IdleTTL
 	r.created, r.fresh = !s.Fresh, s.Fresh
 	m.publish(s.ID, e, r, nil)
-	m.sink.Record(r.runSpan())
+	if !s.Fresh { // a Fresh run's span is written when it ends, like its record
+		m.sink.Record(r.runSpan())
+	}
 	r.arm()
 	return r, nil
 }

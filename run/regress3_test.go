@@ -293,6 +293,8 @@ func TestFreshFirstStepStoreDown(t *testing.T) {
 			t.Fatalf("a first step once the store is known down: %v, want the store's error", err)
 		}
 		st.fail.Store(false)
+		time.Sleep(10 * time.Second) // past the retry backoff (fake time)
+		synctest.Wait()
 		if err := m.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}

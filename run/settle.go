@@ -155,11 +155,50 @@ func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	if a.resID == "" && cost == 0 && !turn {
 		return nil
 	}
-	if a.resID == "" {
+	if a.resID == "" && a.scopes == nil {
 		a.scopes, a.tb = r.scopes(r.m.now())
+	}
+	r.mu.Lock()
+	private := a.private
+	r.mu.Unlock()
+	if private {
+		return a.spend(ctx, cost, turn)
 	}
 	c := &charger{a: a, cost: cost, lateID: uuid.NewString()}
 	return r.m.durably(ctx, "settle", r.id, c.try, nil)
+}
+
+// spend records a step admitted in memory (the first of a Fresh run): its
+// turn and its cost as spends, in one ledger write that is safe to repeat
+// (the money spend's id is kept: a retry after a lost answer is a
+// conflict, taken as done).
+func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error {
+	r := a.r
+	var rs []budget.Reservation
+	if turn {
+		rs = append(rs, budget.Reservation{Owner: r.m.owner, Amount: turnUnit, Spend: true,
+			Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id)}}})
+	}
+	if cost > 0 {
+		unlimited := make([]budget.ScopeLimit, len(a.scopes))
+		for i, s := range a.scopes {
+			unlimited[i] = budget.ScopeLimit{Scope: s.Scope} // the spend happened: recorded whatever the limit
+		}
+		rs = append(rs, budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Amount: cost, Spend: true, Scopes: unlimited})
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	return r.m.durably(ctx, "settle", r.id, func(ctx context.Context) error {
+		_, err := r.m.reserve(ctx, rs)
+		if err != nil && !errors.Is(err, store.ErrConflict) { // a conflict: an earlier try committed
+			return err
+		}
+		r.mu.Lock()
+		a.turnUnwritten = false
+		r.mu.Unlock()
+		return nil
+	}, nil)
 }
 
 // charger is one charge, safe to repeat after a failed try: each store
@@ -194,11 +233,7 @@ func (c *charger) try(ctx context.Context) error {
 		}
 		c.late = true
 	}
-	r := c.a.r
-	r.mu.Lock()
-	turn := c.a.turnUnwritten
-	r.mu.Unlock()
-	if c.cost == 0 && !turn {
+	if c.cost == 0 {
 		return nil
 	}
 	if !c.held {
@@ -206,25 +241,11 @@ func (c *charger) try(ctx context.Context) error {
 		for i, s := range c.a.scopes {
 			unlimited[i] = budget.ScopeLimit{Scope: s.Scope}
 		}
-		var rs []budget.Reservation
-		if turn { // the turn of a step admitted in memory, in the same write
-			rs = append(rs, budget.Reservation{ID: c.lateID + "-turn", Owner: r.m.owner, Amount: turnUnit, Spend: true,
-				Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id)}}})
-		}
-		if c.cost > 0 {
-			rs = append(rs, budget.Reservation{ID: c.lateID, Owner: r.m.owner, Scopes: unlimited, Amount: c.cost})
-		}
-		_, err := r.m.reserve(ctx, rs)
+		err := st.Reserve(ctx, budget.Reservation{ID: c.lateID, Owner: c.a.r.m.owner, Scopes: unlimited, Amount: c.cost})
 		if err != nil && !errors.Is(err, store.ErrConflict) { // a conflict: an earlier try reserved it
 			return fmt.Errorf("run: record late spend: %w", err)
 		}
-		r.mu.Lock()
-		c.a.turnUnwritten = false
-		r.mu.Unlock()
 		c.held = true
-		if c.cost == 0 {
-			return nil
-		}
 	}
 	err := st.Settle(ctx, c.lateID, c.cost)
 	if errors.Is(err, budget.ErrUnknownReservation) && c.tried {

@@ -209,7 +209,7 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	if turn {
 		// A turn is used once admitted: it is spent at once, leaving
 		// nothing to settle.
-		rs = append(rs, budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Amount: turnUnit, Spend: true,
+		rs = append(rs, budget.Reservation{Owner: r.m.owner, Amount: turnUnit, Spend: true,
 			Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id), Limit: budget.USD(maxTurns)}}})
 	}
 	money := s.Kind == KindModel || s.EstimatedCost != 0

@@ -266,4 +266,18 @@ func testLedgerBatch(t *testing.T, s store.Store) {
 	}
 	wantBalance(t, s, count, 2, 0)
 	wantBalance(t, s, "run:r2", 0, 5)
+
+	// A spend with an id is done once: repeated, it is a conflict that
+	// changes nothing. Without an id nothing is kept.
+	money := budget.Reservation{ID: "sp1", Owner: "proc-1", Amount: 7, Spend: true,
+		Scopes: []budget.ScopeLimit{lim("run:r3", 0), lim("tenant:t3", 0)}}
+	must(t, bl.ReserveAll(ctx, []budget.Reservation{money}))
+	if err := bl.ReserveAll(ctx, []budget.Reservation{money}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a spend repeated: got %v, want ErrConflict", err)
+	}
+	wantBalance(t, s, "run:r3", 7, 0)
+	wantBalance(t, s, "tenant:t3", 7, 0)
+	anon := budget.Reservation{Owner: "proc-1", Amount: 1, Spend: true, Scopes: []budget.ScopeLimit{lim("turns:r3", 0)}}
+	must(t, bl.ReserveAll(ctx, []budget.Reservation{anon, anon}))
+	wantBalance(t, s, "turns:r3", 2, 0)
 }

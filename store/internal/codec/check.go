@@ -37,7 +37,7 @@ func Time(ns *int64) time.Time {
 // Scopes checks r and returns its scopes sorted by name, the order in which
 // every backend locks them (so concurrent reservations cannot deadlock).
 func Scopes(r budget.Reservation) ([]budget.ScopeLimit, error) {
-	if r.ID == "" {
+	if r.ID == "" && !r.Spend {
 		return nil, fmt.Errorf("%w: reservation id is empty", ErrInvalid)
 	}
 	if r.Amount < 0 {

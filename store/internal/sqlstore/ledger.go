@@ -17,6 +17,7 @@ const (
 	closedSettled  = "settled"
 	closedReleased = "released"
 	closedExpired  = "expired"
+	closedSpent    = "spent" // a Spend with an ID
 )
 
 // reserveScope adds amount to a scope's reserved money if it fits; a scope
@@ -87,7 +88,16 @@ func (c *Core) reserve(ctx context.Context, tx Tx, r budget.Reservation, scopes 
 				return codec.Exceeded(r.ID, s, r.Amount)
 			}
 		}
-		return nil
+		if r.ID == "" {
+			return nil
+		}
+		n, err := tx.Exec(ctx, `INSERT INTO budget_closed (id, owner, scopes, reserved, actual, outcome)
+			VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Owner, codec.ScopeNames(scopes), int64(r.Amount), closedSpent)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%w: reservation id %q was used before", store.ErrConflict, r.ID)
+		}
+		return err
 	}
 	for _, s := range scopes {
 		n, err := tx.Exec(ctx, reserveScope, string(s.Scope), int64(r.Amount), int64(s.Limit))
