@@ -230,7 +230,10 @@ func (g *groupWriter) run(batch []*writeReq, urgent chan *writeReq) (rest []*wri
 		answer(batch, errs)
 		return nil
 	}
-	tx, err := g.b.w.BeginTx(g.ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	// The transaction and its statements run under a context that is
+	// never done: a write that started finishes (see writeTx), and the
+	// driver then sets up no interrupt watcher per statement.
+	tx, err := g.b.w.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (_txlock)
 	if err != nil {
 		for i := range errs {
 			if errs[i] == nil {
@@ -240,7 +243,7 @@ func (g *groupWriter) run(batch []*writeReq, urgent chan *writeReq) (rest []*wri
 		answer(batch, errs)
 		return nil
 	}
-	wt := writeTx{b: g.b, tx: tx, ctx: g.ctx}
+	wt := writeTx{b: g.b, tx: tx, ctx: context.Background()}
 	if live == 1 && urgent == nil {
 		for i, r := range batch {
 			if errs[i] == nil {
@@ -275,7 +278,7 @@ func (g *groupWriter) run(batch []*writeReq, urgent chan *writeReq) (rest []*wri
 			if errs[i] = r.ctx.Err(); errs[i] != nil {
 				continue
 			}
-			if _, err := tx.ExecContext(g.ctx, "SAVEPOINT w"); err != nil {
+			if _, err := tx.ExecContext(context.Background(), "SAVEPOINT w"); err != nil {
 				g.abort(tx, batch, errs, err)
 				return rest
 			}
@@ -284,7 +287,7 @@ func (g *groupWriter) run(batch []*writeReq, urgent chan *writeReq) (rest []*wri
 			if errs[i] != nil {
 				undo = "ROLLBACK TO w; "
 			}
-			if _, err := tx.ExecContext(g.ctx, undo+"RELEASE w"); err != nil {
+			if _, err := tx.ExecContext(context.Background(), undo+"RELEASE w"); err != nil {
 				g.abort(tx, batch, errs, err)
 				return rest
 			}
