@@ -40,14 +40,16 @@ import (
 // process asks. Kill
 // flags and deadlines are shared through the store too. The counters in
 // the run record are each process's view, raised to the ledger's turn
-// count and settled cost when the record is written; token counts are the
-// writing process's view. A run ended in one process is seen as ended by
-// another when that one next writes the record (it reads the stored status
-// first) or reloads the run. The shared turn count costs each model step
-// of a run with MaxTurns two more ledger writes (reserve and settle its
-// turn); each record write reads two balances and the stored record
-// (BenchmarkModelStep on SQLite: a step took 0.24 ms before, now 0.44 ms
-// with a turn limit and 0.29 ms without; model calls take 100 ms and more).
+// count and settled cost when the record is written (store.RunSaver: in
+// the same statement, which also never writes "running" over an ending
+// another process wrote); token counts are the writing process's view. A
+// run ended in one process is seen as ended by another when that one next
+// writes the record or reloads the run.
+//
+// On the request path a model step makes one ledger write (its turn and
+// its estimated cost, budget.BatchLedger.ReserveAll); its settle, the
+// record and the spans are written in the background, and the first step
+// of a Spec.Fresh run makes none (see Spec.Fresh).
 //
 // Store writes that fail (a settle, a run record: a locked SQLite file, a
 // dropped connection) are retried in the background with backoff for

@@ -45,6 +45,7 @@ type goal struct {
 	ratio    string
 	limit    string
 	pass     bool
+	skipped  bool // not measured in this run (verdict SKIP)
 }
 
 // added returns the target's median (or p99 TTFT) minus the direct call's.
@@ -104,7 +105,10 @@ func report(w io.Writer, o options, m *measured) {
 	fmt.Fprintln(tw, "goal\tmeasured\tratio\tlimit\tverdict")
 	for _, g := range goals(o, m) {
 		v := "FAIL"
-		if g.pass {
+		switch {
+		case g.skipped:
+			v = "SKIP"
+		case g.pass:
 			v = "PASS"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.name, g.measured, g.ratio, g.limit, v)
@@ -117,46 +121,46 @@ func goals(o options, m *measured) []goal {
 	bAdd, pAdd := m.added("belay", false), m.added("proxy", false)
 	r := ratio(bAdd, pAdd)
 	gs = append(gs, goal{"overhead vs bare proxy", fmt.Sprintf("belay +%s, proxy +%s", ms(bAdd), ms(pAdd)),
-		fmt.Sprintf("%.2f×", r), "≤ 1.5×", r <= 1.5})
+		fmt.Sprintf("%.2f×", r), "≤ 1.5×", r <= 1.5, false})
 	if m.portkey {
 		kAdd := m.added("portkey", false)
 		r := ratio(bAdd, kAdd)
 		gs = append(gs, goal{"overhead vs portkey", fmt.Sprintf("belay +%s, portkey +%s", ms(bAdd), ms(kAdd)),
-			fmt.Sprintf("%.3f×", r), "≤ 0.2×", r <= 0.2})
+			fmt.Sprintf("%.3f×", r), "≤ 0.2×", r <= 0.2, false})
 	} else {
-		gs = append(gs, goal{"overhead vs portkey", "portkey: not installed", "-", "≤ 0.2×", true})
+		gs = append(gs, goal{name: "overhead vs portkey", measured: "portkey: not installed", ratio: "-", limit: "≤ 0.2×", skipped: true})
 	}
 	tr := m.rps["belay"] / max(m.rps["proxy"], 1)
 	gs = append(gs, goal{"throughput vs bare proxy", fmt.Sprintf("belay %.0f, proxy %.0f req/s", m.rps["belay"], m.rps["proxy"]),
-		fmt.Sprintf("%.2f×", tr), "≥ 0.6×", tr >= 0.6})
+		fmt.Sprintf("%.2f×", tr), "≥ 0.6×", tr >= 0.6, false})
 	bT, pT := m.added("belay", true), m.added("proxy", true)
 	r = ratio(bT, pT)
 	gs = append(gs, goal{"stream TTFT p99 added", fmt.Sprintf("belay +%s, proxy +%s", ms(bT), ms(pT)),
-		fmt.Sprintf("%.2f×", r), "≤ 1.5×", r <= 1.5})
+		fmt.Sprintf("%.2f×", r), "≤ 1.5×", r <= 1.5, false})
 	for _, ni := range m.integrity {
 		if ni.name == "belay" {
 			gs = append(gs, goal{"stream integrity", fmt.Sprintf("%d of %d streams lost", ni.in.lost, ni.in.streams),
-				fmt.Sprintf("%.4f%%", 100*float64(ni.in.lost)/float64(max(1, ni.in.streams))), "0 lost", ni.in.lost == 0 && ni.in.streams >= o.streams})
+				fmt.Sprintf("%.4f%%", 100*float64(ni.in.lost)/float64(max(1, ni.in.streams))), "0 lost", ni.in.lost == 0 && ni.in.streams >= o.streams, false})
 		}
 	}
 	if len(m.rss) == 2 {
 		g := float64(m.rss[1].kb) / float64(max(1, m.rss[0].kb))
-		gs = append(gs, goal{"memory growth", rssText(m.rss), fmt.Sprintf("%.3f×", g), "≤ 1.10×", g <= 1.10})
+		gs = append(gs, goal{"memory growth", rssText(m.rss), fmt.Sprintf("%.3f×", g), "≤ 1.10×", g <= 1.10, false})
 	}
 	s := m.storm
 	sr := float64(s.succeeded) / float64(max(1, s.requests))
-	gs = append(gs, goal{"storm success", fmt.Sprintf("%d of %d", s.succeeded, s.requests), fmt.Sprintf("%.2f%%", 100*sr), "≥ 99.9%", sr >= 0.999})
+	gs = append(gs, goal{"storm success", fmt.Sprintf("%d of %d", s.succeeded, s.requests), fmt.Sprintf("%.2f%%", 100*sr), "≥ 99.9%", sr >= 0.999, false})
 	p := m.permanent
 	gs = append(gs, goal{"permanent not retried", fmt.Sprintf("%d requests, %d upstream, %d attempts", p.requests, p.upstreamHits, p.attemptsHdr),
 		fmt.Sprintf("%.2f×", float64(p.upstreamHits)/float64(max(1, p.requests))), "1.00×",
-		p.upstreamHits == int64(p.requests) && p.attemptsHdr == p.requests && p.clientStatus[400] == p.requests})
+		p.upstreamHits == int64(p.requests) && p.attemptsHdr == p.requests && p.clientStatus[400] == p.requests, false})
 	d := m.down
 	ar := d.attempts / float64(max(1, d.requests))
 	gs = append(gs, goal{"one down: attempts", fmt.Sprintf("%.0f attempts for %d requests (%d ok)", d.attempts, d.requests, d.succeeded),
-		fmt.Sprintf("%.2f×", ar), "≤ 1.3×", ar <= 1.3})
+		fmt.Sprintf("%.2f×", ar), "≤ 1.3×", ar <= 1.3, false})
 	gs = append(gs, goal{"one down: breaker opens", fmt.Sprintf("open after %.0f failed attempts", d.openedAfter),
 		fmt.Sprintf("%.0f/%d", d.openedAfter, breakerThreshold), fmt.Sprintf("≤ %d", breakerThreshold),
-		d.openedAfter >= 0 && d.openedAfter <= breakerThreshold})
+		d.openedAfter >= 0 && d.openedAfter <= breakerThreshold, false})
 	return gs
 }
 
