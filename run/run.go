@@ -410,6 +410,12 @@ func (r *Run) recordWritten(err error) {
 // given up), for callers that read the store next: Settle and Tool write
 // them in the background; Finish writes the record before it returns.
 func (r *Run) Flush(ctx context.Context) error {
+	return r.waitUntil(ctx, func() bool { return !r.writing && !r.dirty && r.pendingBG == 0 })
+}
+
+// waitUntil waits, until ctx is done, for done (called under r.mu) to
+// hold; background writes broadcast r.written as they end.
+func (r *Run) waitUntil(ctx context.Context, done func() bool) error {
 	stop := context.AfterFunc(ctx, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -418,7 +424,7 @@ func (r *Run) Flush(ctx context.Context) error {
 	defer stop()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for (r.writing || r.dirty || r.pendingBG > 0) && ctx.Err() == nil {
+	for !done() && ctx.Err() == nil {
 		r.written.Wait()
 	}
 	return ctx.Err()
@@ -476,7 +482,7 @@ func (r *Run) writeRecord(ctx context.Context) error {
 	created := r.created
 	r.mu.Unlock()
 	if !created {
-		err := r.m.st.CreateRun(ctx, r.snapshot())
+		err := r.m.st.CreateRun(ctx, r.Record())
 		if err == nil {
 			r.mu.Lock()
 			r.created = true
@@ -498,7 +504,7 @@ func (r *Run) writeRecord(ctx context.Context) error {
 	if r.maxTurns() > 0 {
 		turns = TurnScope(r.id)
 	}
-	err := saver.SaveRun(ctx, r.snapshot(), turns, budget.RunScope(r.id))
+	err := saver.SaveRun(ctx, r.Record(), turns, budget.RunScope(r.id))
 	if errors.Is(err, store.ErrRunEnded) {
 		// Another process ended the run: take its ending (this
 		// process's steps are refused from now on), then write the
@@ -508,18 +514,9 @@ func (r *Run) writeRecord(ctx context.Context) error {
 			return gerr
 		}
 		r.refresh(stored)
-		err = saver.SaveRun(ctx, r.snapshot(), turns, budget.RunScope(r.id))
+		err = saver.SaveRun(ctx, r.Record(), turns, budget.RunScope(r.id))
 	}
 	return err
-}
-
-// snapshot returns a copy of the in-memory record.
-func (r *Run) snapshot() store.Run {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec := r.rec
-	rec.Labels = maps.Clone(rec.Labels)
-	return rec
 }
 
 func (r *Run) maxTurns() int {

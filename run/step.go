@@ -294,18 +294,7 @@ func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, er
 // waitPrivate waits until the ledger entries of the steps admitted in
 // memory (see reserveAll) have been written.
 func (r *Run) waitPrivate(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.written.Broadcast()
-	})
-	defer stop()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.privateOpen > 0 && ctx.Err() == nil {
-		r.written.Wait()
-	}
-	return ctx.Err()
+	return r.waitUntil(ctx, func() bool { return r.privateOpen == 0 })
 }
 
 // privateWritten marks a step admitted in memory as written to the ledger.

@@ -125,13 +125,7 @@ func (g *groupWriter) loop() {
 		// Request-path writes go first, in a transaction of their own.
 		select {
 		case r, ok := <-queue:
-			if !ok {
-				queue = nil
-				continue
-			}
-			batch = drain(append(batch, r), queue)
-			g.run(batch, nil)
-			clear(batch)
+			queue = g.urgent(batch, r, ok, queue)
 			continue
 		default:
 		}
@@ -141,13 +135,7 @@ func (g *groupWriter) loop() {
 		} else {
 			select {
 			case r, ok := <-queue:
-				if !ok {
-					queue = nil
-					continue
-				}
-				batch = drain(append(batch, r), queue)
-				g.run(batch, nil)
-				clear(batch)
+				queue = g.urgent(batch, r, ok, queue)
 				continue
 			case r, ok := <-lazy:
 				if !ok {
@@ -194,6 +182,19 @@ func (g *groupWriter) loop() {
 		clear(batch)
 		g.b.prepareIfWanted(g.ctx)
 	}
+}
+
+// urgent runs r (received with ok from queue) and the request-path writes
+// queued behind it in one transaction, and returns queue, or nil once it
+// is closed.
+func (g *groupWriter) urgent(batch []*writeReq, r *writeReq, ok bool, queue chan *writeReq) chan *writeReq {
+	if !ok {
+		return nil
+	}
+	batch = drain(append(batch, r), queue)
+	g.run(batch, nil)
+	clear(batch)
+	return queue
 }
 
 // drain adds the writes waiting in q to batch, up to maxBatch, without
