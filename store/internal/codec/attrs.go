@@ -32,10 +32,22 @@ import (
 //   - an empty or nil map comes back nil.
 
 // EncodeAttrs returns the JSON text of attrs, or nil for an empty map.
+// Maps holding only strings, bools, integers, floats and []string, []int64,
+// []float64, []bool values are written directly (see attrs_fast.go); other
+// maps go through encoding/json. Both decode alike with DecodeAttrs.
 func EncodeAttrs(attrs map[string]any) (*string, error) {
 	if len(attrs) == 0 {
 		return nil, nil
 	}
+	if s, ok := encodeAttrsFast(attrs); ok {
+		return &s, nil
+	}
+	return encodeAttrsJSON(attrs)
+}
+
+// encodeAttrsJSON is the general path of EncodeAttrs, through
+// encoding/json, for a non-empty attrs.
+func encodeAttrsJSON(attrs map[string]any) (*string, error) {
 	b, err := json.Marshal(prepare(attrs))
 	if err != nil {
 		return nil, fmt.Errorf("encode attributes: %w", err)
