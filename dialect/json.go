@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
-// ErrNotObject is returned by RewriteModel for a body that is not one JSON
-// object.
+// ErrNotObject is returned by RewriteModel, EachMember and DecodeMember for
+// a body that is not one valid JSON object.
 var ErrNotObject = errors.New("dialect: request body is not a JSON object")
 
 // RewriteModel returns body with the value of its top-level "model" member
@@ -24,14 +24,13 @@ var ErrNotObject = errors.New("dialect: request body is not a JSON object")
 // It returns ErrNotObject (wrapped with detail) when body is not a single
 // valid JSON object. It does not modify body.
 func RewriteModel(body []byte, model string) ([]byte, error) {
-	spans, open, err := topLevelValueSpans(body, "model")
+	var spanBuf [2][2]int
+	spans, open, err := topLevelValueSpans(spanBuf[:0], body, "model")
 	if err != nil {
 		return nil, err
 	}
-	quoted, err := json.Marshal(model)
-	if err != nil {
-		return nil, err
-	}
+	var buf [64]byte
+	quoted := appendString(buf[:0], model)
 	out := make([]byte, 0, len(body)+len(quoted))
 	if len(spans) == 0 {
 		out = append(out, body[:open+1]...)
@@ -51,56 +50,44 @@ func RewriteModel(body []byte, model string) ([]byte, error) {
 	return append(out, body[prev:]...), nil
 }
 
+// appendString appends s to dst as a JSON string, as json.Marshal writes
+// it: a string of printable ASCII without quotes, backslashes or HTML
+// characters is copied between quotes, and any other goes through
+// json.Marshal (escapes, \u003c for <, U+FFFD for invalid UTF-8).
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
 func emptyObject(rest []byte) bool {
 	return bytes.HasPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte("}"))
 }
 
-// topLevelValueSpans returns the [start, end) byte spans of the values of
-// every top-level member named key, and the offset of the opening brace.
-func topLevelValueSpans(body []byte, key string) (spans [][2]int, open int, err error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil, 0, fmt.Errorf("%w: %v", ErrNotObject, describe(tok, err))
-	}
-	open = int(dec.InputOffset()) - 1
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: %v", ErrNotObject, err)
-		}
-		afterKey := int(dec.InputOffset())
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, 0, fmt.Errorf("%w: %v", ErrNotObject, err)
-		}
-		if k == key {
-			end := int(dec.InputOffset())
-			start := afterKey
-			for start < end && (body[start] == ':' || isSpace(body[start])) {
-				start++
-			}
+// topLevelValueSpans appends to dst the [start, end) byte spans of the
+// values of every top-level member named key, and returns them with the
+// offset of the opening brace. Its errors are those of scanMembers
+// (ErrNotObject).
+func topLevelValueSpans(dst [][2]int, body []byte, key string) (spans [][2]int, open int, err error) {
+	spans = dst
+	open, err = scanMembers(body, func(name []byte, start, end int) {
+		if string(name) == key {
 			spans = append(spans, [2]int{start, end})
 		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrNotObject, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, 0, fmt.Errorf("%w: trailing data after the object", ErrNotObject)
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	return spans, open, nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-
-func describe(tok json.Token, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	return fmt.Sprintf("starts with %v", tok)
-}
 
 // DecodeObject decodes a request body into v, which must point to a
 // struct: a body that is not one JSON object (null, an array, a string, a

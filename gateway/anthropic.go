@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -43,14 +42,13 @@ func (anthropicFront) newStream(r *request) streamFollower {
 	return &anthropicStream{prompt: r.promptTokens}
 }
 
+// usage decodes only the body's top-level "usage" member.
 func (anthropicFront) usage(body []byte) (dialect.Usage, bool) {
-	var r struct {
-		Usage *anthropic.Usage `json:"usage"`
-	}
-	if json.Unmarshal(body, &r) != nil || r.Usage == nil {
+	var u *anthropic.Usage
+	if dialect.DecodeMember(body, "usage", &u) != nil || u == nil {
 		return dialect.Usage{}, false
 	}
-	return r.Usage.Dialect(), true
+	return u.Dialect(), true
 }
 
 // upstreamURL follows the Anthropic SDKs: the base URL has no /v1.

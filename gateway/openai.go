@@ -31,10 +31,8 @@ func (openAIFront) parse(body []byte) (*request, error) {
 		opts := map[string]any{"include_usage": true}
 		if r.StreamOptions != nil {
 			var raw map[string]any
-			var top struct {
-				StreamOptions json.RawMessage `json:"stream_options"`
-			}
-			if json.Unmarshal(body, &top) == nil && json.Unmarshal(top.StreamOptions, &raw) == nil {
+			var sent json.RawMessage
+			if dialect.DecodeMember(body, "stream_options", &sent) == nil && json.Unmarshal(sent, &raw) == nil {
 				for k, v := range raw {
 					if k != "include_usage" {
 						opts[k] = v
@@ -62,12 +60,15 @@ func (openAIFront) newStream(r *request) streamFollower {
 	return &openAIStream{addedUsage: r.addedUsage, prompt: r.promptTokens}
 }
 
+// usage decodes only the body's top-level "usage" member (as
+// openai.Completion's Usage field); the rest of the body is checked to be
+// a JSON object, not decoded.
 func (openAIFront) usage(body []byte) (dialect.Usage, bool) {
-	var c openai.Completion
-	if json.Unmarshal(body, &c) != nil || c.Usage == nil {
+	var u *openai.Usage
+	if dialect.DecodeMember(body, "usage", &u) != nil || u == nil {
 		return dialect.Usage{}, false
 	}
-	return c.Usage.Dialect(), true
+	return u.Dialect(), true
 }
 
 // upstreamURL follows the OpenAI SDKs: the base URL includes /v1.

@@ -1,30 +1,50 @@
 package gateway
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/belay-run/belay/dialect"
+)
 
 // payload returns the call's messages for the trace: the request's
 // messages (with the Anthropic system prompt when there is one), and the
 // answer's message (OpenAI choices, Anthropic content) for a non-streamed
 // call that succeeded. A streamed answer is not kept (belay relays it
 // without buffering), so only its input is recorded.
+//
+// Only the top level of each body is scanned (dialect.EachMember); a body
+// that is not a JSON object records nothing, and of a repeated member the
+// last is kept, as json.Unmarshal into a map would.
 func (c *call) payload() (input, output string) {
-	var in map[string]json.RawMessage
-	if json.Unmarshal(c.req.body, &in) == nil {
-		if sys, ok := in["system"]; ok {
-			b, _ := json.Marshal(map[string]json.RawMessage{"system": sys, "messages": in["messages"]})
-			input = string(b)
-		} else if m, ok := in["messages"]; ok {
-			input = string(m)
+	var sys, msgs []byte
+	_ = dialect.EachMember(c.req.body, func(name, value []byte) {
+		switch string(name) {
+		case "system":
+			sys = value
+		case "messages":
+			msgs = value
 		}
+	})
+	if sys != nil {
+		b, _ := json.Marshal(map[string]json.RawMessage{"system": sys, "messages": msgs})
+		input = string(b)
+	} else if msgs != nil {
+		input = string(msgs)
 	}
 	if a := c.answer; a != nil && a.status/100 == 2 {
-		var out map[string]json.RawMessage
-		if json.Unmarshal(a.body, &out) == nil {
-			if ch, ok := out["choices"]; ok {
-				output = string(ch)
-			} else if ct, ok := out["content"]; ok {
-				output = string(ct)
+		var choices, content []byte
+		_ = dialect.EachMember(a.body, func(name, value []byte) {
+			switch string(name) {
+			case "choices":
+				choices = value
+			case "content":
+				content = value
 			}
+		})
+		if choices != nil {
+			output = string(choices)
+		} else if content != nil {
+			output = string(content)
 		}
 	}
 	return input, output

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/belay-run/belay/dialect"
 )
@@ -104,13 +105,13 @@ func (m Message) parts() []ContentPart {
 	return parts
 }
 
-// mediaTokens estimates the message's non-text parts: an image is
+// mediaTokens estimates a message's non-text parts: an image is
 // dialect.OpenAIImageTokens (dialect.OpenAILowDetailImageTokens with detail
 // "low"), audio and files are estimated from their data size (see
 // dialect.EstimateAudioTokens and dialect.EstimateDocumentTokens).
-func (m Message) mediaTokens() int64 {
+func mediaTokens(parts []ContentPart) int64 {
 	var n int64
-	for _, p := range m.parts() {
+	for _, p := range parts {
 		switch {
 		case p.Type == "image_url" && p.ImageURL != nil && p.ImageURL.Detail == "low":
 			n += dialect.OpenAILowDetailImageTokens
@@ -127,18 +128,20 @@ func (m Message) mediaTokens() int64 {
 
 // Text returns the message's text: the content string, or the text parts
 // joined by "\n". Non-text parts (images, audio) contribute nothing.
-func (m Message) Text() string {
+func (m Message) Text() string { return m.text(m.parts()) }
+
+// text is Text given the message's parts, so a caller that also needs the
+// parts decodes an array content once.
+func (m Message) text(parts []ContentPart) string {
 	c := bytes.TrimSpace(m.Content)
 	if len(c) == 0 || c[0] == 'n' {
 		return ""
 	}
 	if c[0] == '"' {
-		var s string
-		_ = json.Unmarshal(c, &s)
-		return s
+		return unquote(c)
 	}
 	var b bytes.Buffer
-	for _, p := range m.parts() {
+	for _, p := range parts {
 		if p.Type == "text" {
 			if b.Len() > 0 {
 				b.WriteByte('\n')
@@ -147,6 +150,29 @@ func (m Message) Text() string {
 		}
 	}
 	return b.String()
+}
+
+// unquote returns the JSON string c decoded, "" when it is not one. A
+// string without escapes, quotes, control characters or invalid UTF-8
+// between its quotes decodes to those bytes and is copied without going
+// through json.Unmarshal.
+func unquote(c []byte) string {
+	if len(c) >= 2 && c[len(c)-1] == '"' {
+		raw := c[1 : len(c)-1]
+		plain := utf8.Valid(raw)
+		for _, b := range raw {
+			if b < 0x20 || b == '"' || b == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(raw)
+		}
+	}
+	var s string
+	_ = json.Unmarshal(c, &s)
+	return s
 }
 
 // TextContent returns a string content value for m.Content.
@@ -262,8 +288,9 @@ const perMessageTokens = 3
 func EstimatePromptTokens(r *Request) int64 {
 	var chars, media int64
 	for _, m := range r.Messages {
-		media += m.mediaTokens()
-		chars += int64(len(m.Text()) + len(m.Name) + len(m.Refusal))
+		parts := m.parts()
+		media += mediaTokens(parts)
+		chars += int64(len(m.text(parts)) + len(m.Name) + len(m.Refusal))
 		for _, c := range m.ToolCalls {
 			chars += int64(len(c.Function.Name) + len(c.Function.Arguments))
 		}
