@@ -36,8 +36,19 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 	}
 	defer resp.Body.Close()
 	dl := frontFor(d.Dialect).dialect()
+	// The headers are in: from here the wait is for model output (the
+	// classifier peeks at the body's head, which a hung upstream never
+	// sends).
+	t := c.s.cfg.Timeouts
+	wd.arm(t.FirstToken.D(), errFirstToken)
 	fe, _, rerr := failure.ClassifyHTTP(dl, resp)
 	switch {
+	case timeoutCause(ctx) != nil:
+		// A body that stalled (a hang after the headers) is a
+		// transient timeout, retried or sent to a fallback, not the
+		// unknown failure a short read looks like (regression:
+		// TestRegression_StreamHangAfterHeadersIsTimeout).
+		return attemptError(ctx, rerr)
 	case fe != nil:
 		return fe
 	case rerr != nil:
@@ -46,8 +57,6 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		return failure.Wrap(failure.ServerError, errNotStream)
 	}
 
-	t := c.s.cfg.Timeouts
-	wd.arm(t.FirstToken.D(), errFirstToken)
 	watch := failure.NewStreamWatcher(dl)
 	fol := c.f.newStream(c.req)
 	lim := &eventLimit{r: resp.Body, max: c.s.upstreamLimit()}

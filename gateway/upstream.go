@@ -136,7 +136,7 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	wd.arm(c.s.cfg.Timeouts.Idle.D(), errIdle)
 	fe, head, rerr := failure.ClassifyHTTP(frontFor(d.Dialect).dialect(), resp)
 	if fe != nil {
-		if rerr != nil && timeoutCause(ctx) != nil {
+		if timeoutCause(ctx) != nil { // what came is an artifact of the watchdog's cancel
 			return attemptError(ctx, rerr)
 		}
 		return fe
