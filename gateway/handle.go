@@ -75,7 +75,6 @@ func (c *call) serve() (int, error) {
 		return c.refuse(fe)
 	}
 	c.runID = id
-	c.w.Header().Set(HeaderRunID, id)
 	tenant, fe := s.tenants.identify(c.r)
 	if fe != nil {
 		return c.refuse(fe)
@@ -100,6 +99,9 @@ func (c *call) serve() (int, error) {
 	}
 	c.chain = s.router.Deployments(routeAlias)
 	c.firstDep = c.chain[0].Name
+	// From here the call is counted in run id (a refusal by the run's
+	// limits stops that run); a request refused above never had a run.
+	c.w.Header().Set(HeaderRunID, id)
 
 	// admit
 	turn, err := s.runs.Admit(c.r.Context(), Admission{

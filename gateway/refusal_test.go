@@ -46,8 +46,11 @@ func TestRefusalsAreNotRetriedBySDKs(t *testing.T) {
 			if !errors.As(err, &oe) || oe.StatusCode != tc.status || oe.Type != tc.typ || oe.Code != tc.code {
 				t.Fatalf("openai error = %v (%#v)", err, oe)
 			}
-			if oe.Response.Header.Get("X-Should-Retry") != "false" || oe.Response.Header.Get("X-Belay-Run-Id") == "" {
-				t.Errorf("headers = %v", oe.Response.Header)
+			// A budget refusal stops a run, named in the response; a
+			// request refused before admission never had one.
+			wantRun := tc.status == 402
+			if oe.Response.Header.Get("X-Should-Retry") != "false" || (oe.Response.Header.Get("X-Belay-Run-Id") != "") != wantRun {
+				t.Errorf("headers = %v (run id expected: %v)", oe.Response.Header, wantRun)
 			}
 			_, err = h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 10, Messages: anthropicMsg("hi")}, aopts...)
 			var ae *anthropic.Error
