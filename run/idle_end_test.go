@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
 )
@@ -27,6 +28,7 @@ func TestEndIdleRuns(t *testing.T) {
 		ctx := context.Background()
 		ok, _ := m.Start(ctx, Spec{ID: "ok"})
 		bad, _ := m.Start(ctx, Spec{ID: "bad"})
+		lastCall := time.Now()
 		_ = ok.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil })
 		_ = bad.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) {
 			return budget.Usage{}, errors.New("upstream gave up")
@@ -38,8 +40,10 @@ func TestEndIdleRuns(t *testing.T) {
 		}
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		if rec, _ := st.GetRun(ctx, "ok"); rec.Status != store.RunSucceeded || rec.Ended.IsZero() {
-			t.Errorf("idle run after a good call: %+v, want succeeded", rec)
+		// Ended is when it was last active, not when the idle time ran out
+		// (a 1 ms call does not last its idle TTL).
+		if rec, _ := st.GetRun(ctx, "ok"); rec.Status != store.RunSucceeded || !rec.Ended.Equal(lastCall) {
+			t.Errorf("idle run after a good call: %+v, want succeeded, ended at %v", rec, lastCall)
 		}
 		if rec, _ := st.GetRun(ctx, "bad"); rec.Status != store.RunFailed || rec.Error == "" {
 			t.Errorf("idle run after a failed call: %+v, want failed with the idle error", rec)
@@ -77,6 +81,50 @@ func TestSpecIdleTTL(t *testing.T) {
 		}
 		if m.Live() != 1 {
 			t.Errorf("%d runs in memory, want 1", m.Live())
+		}
+	})
+}
+
+// Newcomer finding (session 2): with EndIdle, a run whose deadline passed
+// while it sat idle (every call answered) was stored stopped /
+// deadline_exceeded; under the default limits (5 min deadline, 10 min
+// idle) every client-named run ended so. It ends by its last step's
+// outcome; a step asked for after the deadline is still refused for it.
+func TestDeadlinePassingIdleEndsByOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1,
+			IdleTTL: 10 * time.Minute, EndIdle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		r, _ := m.Start(ctx, Spec{ID: "d", Limits: store.Limits{Deadline: 5 * time.Second}})
+		_ = r.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) { return usage(1, 0), nil })
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if err := m.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := st.GetRun(ctx, "d")
+		if rec.Status != store.RunSucceeded || rec.StopReason != "" {
+			t.Fatalf("run idle at its deadline: %+v, want succeeded", rec)
+		}
+		_, err = r.Admit(ctx, modelStep(cents(1)))
+		wantReason(t, err, failure.DeadlineExceeded, failure.Fatal)
+
+		// A step still open at the deadline is cut short: a deadline stop.
+		r2, _ := m.Start(ctx, Spec{ID: "d2", Limits: store.Limits{Deadline: 5 * time.Second}})
+		err = r2.Call(ctx, modelStep(cents(1)), func(ctx context.Context) (budget.Usage, error) {
+			<-ctx.Done()
+			return budget.Usage{}, ctx.Err()
+		})
+		wantReason(t, err, failure.DeadlineExceeded, failure.Fatal)
+		synctest.Wait()
+		_ = m.Flush(ctx)
+		if rec, _ := st.GetRun(ctx, "d2"); rec.Status != store.RunStopped || rec.StopReason != string(failure.DeadlineExceeded) {
+			t.Fatalf("run cut by its deadline: %+v, want stopped deadline_exceeded", rec)
 		}
 	})
 }

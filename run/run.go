@@ -99,9 +99,26 @@ func (r *Run) arm() {
 	defer r.mu.Unlock()
 	r.stopAF = context.AfterFunc(r.ctx, func() {
 		if fe := failure.As(context.Cause(r.ctx)); fe != nil && fe.Reason == failure.DeadlineExceeded {
+			if r.m.cfg.EndIdle && r.idleAtDeadline() {
+				// Nothing was cut short: a run whose client never says
+				// it is over ends by its last step's outcome, as after
+				// an idle time (later steps are still refused for the
+				// deadline, see checkLocked).
+				r.endIdle()
+				return
+			}
 			_ = r.end(context.Background(), store.RunStopped, fe, true)
 		}
 	})
+}
+
+// idleAtDeadline reports whether the deadline cut nothing short: no step
+// is open, and none closed at or after the deadline (a step the deadline
+// canceled may close just before this check).
+func (r *Run) idleAtDeadline() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.open) == 0 && !r.ended && r.lastActive.Before(r.deadline)
 }
 
 // touch marks the run active now (it is not idle).
@@ -213,6 +230,7 @@ func (r *Run) Finish(ctx context.Context, status store.RunStatus, err error) err
 // The record (status, stop reason, Ended) and the run span are written at
 // the end; each step that settles later writes them again with its counts.
 func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard bool) error {
+	idle, _ := ctx.Value(asyncEndKey{}).(bool)
 	cause := err
 	if failure.As(err) == nil {
 		cause = failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", r.id, errEnded, status))
@@ -226,6 +244,9 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 	if first {
 		r.ended, r.endCause = true, cause
 		r.rec.Status, r.rec.Ended = status, r.m.now()
+		if idle && !r.lastActive.Before(r.rec.Started) {
+			r.rec.Ended = r.lastActive // ended by its idle time: it was last active then
+		}
 		if err != nil {
 			r.rec.Error = err.Error()
 		}

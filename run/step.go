@@ -347,6 +347,9 @@ func (r *Run) unadmitLocked(a *Admitted) {
 // checkLocked runs the admission checks before the budget, in order.
 func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 	if r.ended {
+		if !r.deadline.IsZero() && !now.Before(r.deadline) && r.rec.Status != store.RunStopped {
+			return refusal(failure.DeadlineExceeded, "run deadline of %v passed", r.rec.Limits.Deadline)
+		}
 		if r.rec.Status == store.RunStopped {
 			return refusal(failure.Reason(r.rec.StopReason), "run %s was stopped (%s)", r.id, r.rec.StopReason)
 		}
@@ -419,6 +422,7 @@ func (a *Admitted) close() bool {
 	a.settled = true
 	r.pending -= a.step.EstimatedTokens
 	delete(r.open, a)
+	r.lastActive = r.m.now() // with the step's removal: see idleAtDeadline
 	return true
 }
 
