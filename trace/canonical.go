@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,6 +202,9 @@ func canonicalStep(s Span, volatile []string) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
+	if slices.Contains(volatile, AttrToolCallID) {
+		renumberPayloadIDs(attrs)
+	}
 	st := Step{Kind: s.Kind, Name: s.Name, Status: s.Status, Attrs: attrs}
 	events := slices.Clone(s.Events)
 	slices.SortStableFunc(events, func(a, b Event) int { return a.Time.Compare(b.Time) })
@@ -236,6 +240,61 @@ func normalize(attrs map[string]any, volatile []string) (map[string]any, error) 
 		return nil, nil
 	}
 	return out, nil
+}
+
+// payloadIDKeys are the keys under which the captured messages carry tool
+// call ids: OpenAI's tool_calls[].id and tool messages' tool_call_id,
+// Anthropic's tool_use blocks' id and tool_result blocks' tool_use_id.
+var payloadIDKeys = []string{"id", "tool_call_id", "tool_use_id"}
+
+// renumberPayloadIDs replaces the tool call ids inside the captured
+// messages of one span (gen_ai.input.messages, gen_ai.output.messages,
+// JSON text) by "id-1", "id-2", … in the order they first appear, so that
+// two runs whose calls differ only in the provider's random ids compare
+// equal, while a result that answers another call than before still
+// differs. A payload that is not JSON is left as it is.
+func renumberPayloadIDs(attrs map[string]any) {
+	seen := map[string]string{}
+	for _, k := range []string{AttrInputMessages, AttrOutputMessages} {
+		text, ok := attrs[k].(string)
+		if !ok {
+			continue
+		}
+		var v any
+		if json.Unmarshal([]byte(text), &v) != nil {
+			continue
+		}
+		v = renumber(v, seen)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(v) == nil {
+			attrs[k] = strings.TrimSuffix(buf.String(), "\n")
+		}
+	}
+}
+
+func renumber(v any, seen map[string]string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(x)) // a fixed order: the numbering must not depend on map order
+		for _, k := range keys {
+			e := x[k]
+			if id, ok := e.(string); ok && id != "" && slices.Contains(payloadIDKeys, k) {
+				if _, ok := seen[id]; !ok {
+					seen[id] = "id-" + strconv.Itoa(len(seen)+1)
+				}
+				x[k] = seen[id]
+				continue
+			}
+			x[k] = renumber(e, seen)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = renumber(e, seen)
+		}
+	}
+	return v
 }
 
 // ParseCanonical reads the output of Canonical back into steps.

@@ -235,3 +235,47 @@ func ExampleCanonical() {
 	// {"path":"0.0","kind":"model","name":"chat gpt-4o","status":"ok","attrs":{"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-4o"}}
 	// {"path":"0.1","kind":"tool","name":"execute_tool lookup_order","status":"ok","attrs":{"gen_ai.operation.name":"execute_tool","gen_ai.tool.name":"lookup_order"}}
 }
+
+// Newcomer finding (session 2): two runs that did the same thing differed
+// in every step whose captured messages carry the provider's random tool
+// call ids, so golden traces failed runs that did nothing wrong.
+func TestCanonicalRenumbersPayloadToolCallIDs(t *testing.T) {
+	span := func(callID, answered string) []Span {
+		in := `[{"role":"user","content":"refund A-1"},{"role":"assistant","tool_calls":[{"id":"` + callID +
+			`","type":"function","function":{"name":"issue_refund","arguments":"{}"}}]},{"role":"tool","tool_call_id":"` +
+			answered + `","content":"ok"}]`
+		out := `[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]`
+		return []Span{{SpanID: "s", Kind: KindModel, Name: "chat m", Attrs: map[string]any{
+			AttrInputMessages: in, AttrOutputMessages: out}}}
+	}
+	a, err := Canonical(span("call_AAA", "call_AAA"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Canonical(span("call_BBB", "call_BBB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("runs differing only in tool call ids:\n%s\n%s", a, b)
+	}
+	if !bytes.Contains(a, []byte(`id-1`)) {
+		t.Fatalf("ids not renumbered: %s", a)
+	}
+	// A result that answers another call than the one made still differs.
+	c, err := Canonical(span("call_CCC", "call_DDD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a, c) {
+		t.Fatal("a tool result answering another call compared equal")
+	}
+	// With ids not volatile, nothing is renumbered.
+	d, err := CanonicalOptions{Volatile: []string{}}.Canonical(span("call_AAA", "call_AAA"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(d, []byte("call_AAA")) {
+		t.Fatalf("ids renumbered although not volatile: %s", d)
+	}
+}
