@@ -1,11 +1,15 @@
 package gateway_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/belay-run/belay/store"
 )
 
 // Newcomer finding (session 2): a streaming upstream that sent its 200
@@ -47,5 +51,35 @@ func TestRegression_StreamHangAfterHeadersIsTimeout(t *testing.T) {
 	_, metrics := g.do("GET", "/metrics", "")
 	if !strings.Contains(metrics, `reason="timeout"`) {
 		t.Fatalf("no attempt counted as a timeout in /metrics")
+	}
+}
+
+// Newcomer finding (session 2): after the gateway stopped, the runs it had
+// named itself stayed "running" in the store for ever. At shutdown they
+// end by their last call's outcome; a run the client named is left running
+// (another replica may serve it).
+func TestRegression_ShutdownEndsGatewayNamedRuns(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, okCompletion, 10, 5)
+	})
+	g := newGW(t, oneAlias("", openAIDep("d", "gpt-4o-mini", up.URL)), nil)
+	resp, body := g.do("POST", "/v1/chat/completions", chat)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	named := resp.Header.Get("X-Belay-Run-Id")
+	if resp, body = g.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "client-run"); resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if err := g.stack.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if rec, err := g.store.GetRun(ctx, named); err != nil || rec.Status != store.RunSucceeded || rec.Turns != 1 {
+		t.Fatalf("gateway-named run after shutdown: %+v, %v; want succeeded with 1 turn", rec, err)
+	}
+	if rec, err := g.store.GetRun(ctx, "client-run"); err != nil || rec.Status != store.RunRunning {
+		t.Fatalf("client-named run after shutdown: %+v, %v; want running", rec, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
@@ -33,6 +34,7 @@ type Stack struct {
 
 	closeStore bool
 	exporter   *trace.Recorder
+	log        *slog.Logger
 }
 
 // Options adjust Build. The zero value opens the store named by the config.
@@ -56,7 +58,10 @@ type Options struct {
 // deployments, and returns the gateway over them. Close the Stack when
 // done.
 func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
-	st := &Stack{Store: o.Store}
+	st := &Stack{Store: o.Store, log: o.Logger}
+	if st.log == nil {
+		st.log = slog.Default()
+	}
 	if st.Store == nil {
 		s, err := OpenStore(ctx, cfg.Store)
 		if err != nil {
@@ -149,6 +154,17 @@ func (d deferredSpans) WriteSpans(ctx context.Context, spans []trace.Span) error
 func (st *Stack) Close(ctx context.Context) error {
 	var errs []error
 	if st.Runs != nil {
+		// The runs the gateway named itself end now, by their last
+		// call's outcome, instead of staying "running" in the store.
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := st.Runs.EndFresh(ectx)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("gateway: ending %d runs at shutdown: %w", n, err))
+		}
+		if st.log != nil {
+			st.log.Info("belay serve: stopped", "runs_ended", n)
+		}
 		errs = append(errs, st.Runs.Close())
 	}
 	if st.Recorder != nil {

@@ -116,7 +116,7 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 	}
 	r := m.newRun(rec)
 	r.ttl = s.IdleTTL
-	r.created, r.fresh = !s.Fresh, s.Fresh
+	r.created, r.fresh, r.freshSpec = !s.Fresh, s.Fresh, s.Fresh
 	m.publish(s.ID, e, r, nil)
 	if !s.Fresh { // a Fresh run's span is written when it ends, like its record
 		m.sink.Record(r.runSpan())
@@ -328,6 +328,26 @@ func (m *Manager) Flush(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// EndFresh ends every live run started with Spec.Fresh that has no step
+// open, by the outcome of its last model step (as an idle end does), and
+// waits, until ctx is done, for their records. A process that stops calls
+// it so that the runs it named itself do not stay "running" in the store:
+// no one else ends them. It returns how many runs it ended. Runs named by
+// their clients are left running (another process may serve them).
+func (m *Manager) EndFresh(ctx context.Context) (int, error) {
+	n := 0
+	for _, r := range m.held() {
+		r.mu.Lock()
+		fresh := r.freshSpec && !r.ended && len(r.open) == 0
+		r.mu.Unlock()
+		if fresh {
+			r.endIdle()
+			n++
+		}
+	}
+	return n, m.Flush(ctx)
 }
 
 // idleRunning reports whether r is running with no step open for IdleTTL.

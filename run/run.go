@@ -58,6 +58,7 @@ type Run struct {
 	// ledger entries have not been written yet.
 	fresh       bool
 	privateOpen int
+	freshSpec   bool // started with Spec.Fresh (for Manager.EndFresh)
 	// pendingBG: ledger writes of settled steps not done yet (see
 	// Run.background); Flush waits for them and the run stays in memory.
 	pendingBG int
