@@ -14,7 +14,7 @@ import (
 func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "suite %s — agent %s — seed %d — %.1fs\n\n", r.Suite, r.Agent, r.Seed, r.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\truns\tpass\trate\t95% Wilson\tpass^k (1/2/4/8)\tp50 ms\tp95 ms\tp99 ms\tmean $\t$/success\ttokens in/out\tturn-cap\tunsafe\tgolden≠")
+	fmt.Fprintln(tw, "scenario\truns\tpass\trate\t95% Wilson\tpass^k (1/2/4/8)\tp50 ms\tp95 ms\tp99 ms\tmean $/run\t$/success\ttokens in/out (sum)\tturn-cap\tunsafe\tgolden≠")
 	row := func(s Summary) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t[%.3f, %.3f]\t%s\t%.1f\t%.1f\t%.1f\t%s\t%s\t%d/%d\t%s\t%s\t%s\n",
 			s.Name, s.Runs, s.Passes, s.PassRate, s.Wilson.Low, s.Wilson.High, passK(s.PassHatK),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -186,7 +187,7 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 		if tb.Limit <= 0 && !r.m.storeDown.Load() {
 			if lim := scopes[0].Limit; lim > 0 && s.EstimatedCost > lim {
 				return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
-					Message: fmt.Sprintf("estimated cost %s does not fit", s.EstimatedCost),
+					Message: notFit(s.EstimatedCost, scopes[0].Scope, lim),
 					Cause:   &budget.ExceededError{ID: "first step", Scope: scopes[0].Scope, Amount: s.EstimatedCost, Limit: lim}}
 			}
 			if err := r.stillRunning(); err != nil {
@@ -233,8 +234,11 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 			return &failure.Error{Kind: failure.Fatal, Reason: failure.MaxTurnsExceeded,
 				Message: fmt.Sprintf("run used its %d turns", maxTurns), Cause: err}
 		}
-		return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
-			Message: fmt.Sprintf("estimated cost %s does not fit", s.EstimatedCost), Cause: err}
+		msg := fmt.Sprintf("estimated cost %s does not fit", s.EstimatedCost)
+		if ee, ok := errors.AsType[*budget.ExceededError](err); ok {
+			msg = notFit(s.EstimatedCost, ee.Scope, ee.Limit)
+		}
+		return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded, Message: msg, Cause: err}
 	}
 	if err := r.stillRunning(); err != nil {
 		for _, res := range rs {
@@ -289,6 +293,20 @@ func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, er
 		}
 	}
 	return 0, nil
+}
+
+// notFit is the message of a money refusal: what was estimated, and which
+// limit it would pass (the run's MaxCost or the tenant's period budget,
+// counting what is spent and reserved there).
+func notFit(estimate budget.USD, scope budget.Scope, limit budget.USD) string {
+	what := "the limit of " + string(scope)
+	switch {
+	case strings.HasPrefix(string(scope), "run:"):
+		what = "the run's cost limit"
+	case strings.HasPrefix(string(scope), "tenant:"):
+		what = "the tenant's budget"
+	}
+	return fmt.Sprintf("estimated cost %s does not fit %s of %s (with what is spent and reserved)", estimate, what, limit)
 }
 
 // waitPrivate waits until the ledger entries of the steps admitted in
