@@ -211,7 +211,7 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 		attrs["belay.idempotency.state"] = "taken_over"
 	}
 	attrs[trace.AttrToolOutcome] = trace.ToolExecuted
-	return r.execute(a, call, key, fn)
+	return r.execute(a, call, key, fn, attrs)
 }
 
 // replay returns a completed call's stored result.
@@ -231,16 +231,25 @@ func replay(tool string, c store.Claim) (json.RawMessage, error) {
 
 // execute runs fn under the claimed key, with retries, and stores the
 // outcome.
-func (r *Run) execute(a *Admitted, call ToolCall, key string, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+func (r *Run) execute(a *Admitted, call ToolCall, key string, fn func(context.Context) (json.RawMessage, error), attrs map[string]any) (json.RawMessage, error) {
 	ctx, st, owner := context.WithValue(a.ctx, keyCtx{}, key), r.m.st, r.m.owner
 	wctx := context.WithoutCancel(ctx)
 	var res json.RawMessage
 	var ferr error
-	for attempt := 1; ; attempt++ {
+	var retried []string // the errors of the attempts that were tried again
+	attempt := 1
+	for ; ; attempt++ {
 		res, ferr = fn(ctx)
 		if ferr == nil || !r.retryTool(ctx, call, attempt, ferr) {
 			break
 		}
+		retried = append(retried, ferr.Error())
+	}
+	// The trace shows every try under the one key (the timeout whose
+	// answer was lost, then the repeat the key made safe).
+	attrs[AttrToolAttempts] = attempt
+	if len(retried) > 0 {
+		attrs[AttrToolRetriedErrors] = retried
 	}
 	if ferr == nil {
 		if err := st.Complete(wctx, key, owner, res, false); err != nil {
@@ -284,6 +293,13 @@ func (r *Run) retryTool(ctx context.Context, call ToolCall, attempt int, ferr er
 	}
 	return retry.Sleep(ctx, d.Wait) == nil
 }
+
+// Tool span attributes set by Run.Tool: how many times the tool function
+// ran, and the errors of the tries that were repeated.
+const (
+	AttrToolAttempts      = "belay.tool.attempts"
+	AttrToolRetriedErrors = "belay.tool.retried_errors"
+)
 
 type keyCtx struct{}
 

@@ -164,6 +164,19 @@ func TestToolRetriesTransientErrorsOnlyWhenSafe(t *testing.T) {
 		if !errors.Is(err, failure.Overloaded) || unsafe.Load() != 1 {
 			t.Fatalf("unsafe tool: %v after %d tries", err, unsafe.Load())
 		}
+		// The spans show every try (session 2: the trace showed one clean
+		// call where the tool had timed out and been repeated).
+		spans := f.sink.byKind(trace.KindTool)
+		if len(spans) != 2 {
+			t.Fatalf("%d tool spans", len(spans))
+		}
+		read, write := spans[0].Attrs, spans[1].Attrs
+		if read[AttrToolAttempts] != 3 || len(read[AttrToolRetriedErrors].([]string)) != 2 {
+			t.Fatalf("safe tool span attrs %v", read)
+		}
+		if write[AttrToolAttempts] != 1 || write[AttrToolRetriedErrors] != nil {
+			t.Fatalf("unsafe tool span attrs %v", write)
+		}
 	})
 }
 

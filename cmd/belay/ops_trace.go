@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	belayrun "github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/trace"
 )
@@ -310,6 +311,12 @@ func keyAttrs(a map[string]any) []string {
 	add("approval_state", "belay.approval.state")
 	add("approved_by", "belay.approval.by")
 	add("outcome", trace.AttrToolOutcome)
+	if n, ok := a[belayrun.AttrToolAttempts]; ok && attrString(n) != "1" {
+		out = append(out, "tries="+attrString(n))
+		if errs, ok := a[belayrun.AttrToolRetriedErrors]; ok {
+			out = append(out, "retried_after="+attrString(errs))
+		}
+	}
 	return out
 }
 
