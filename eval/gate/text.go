@@ -69,7 +69,7 @@ func (r Result) familyText() string {
 	var s string
 	switch {
 	case !r.Overall.inFamily():
-		return "nothing to test (no scenario with both passes and failures)"
+		return "no correction: every row passes all or fails all on both sides, so no test below can reject (their p-values are shown for reference)"
 	case in == 1 && r.mergedOverall():
 		s = "one scenario: it and overall are one test at α"
 	default:
