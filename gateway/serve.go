@@ -18,6 +18,7 @@ import (
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/store/open"
+	"github.com/belay-run/belay/store/sqlite"
 	"github.com/belay-run/belay/trace"
 )
 
@@ -110,7 +111,10 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		// The gateway's clients never say a run is over: a run nobody
 		// uses for the idle TTL ends by the outcome of its last call.
 		EndIdle: true,
-		Logger:  o.Logger,
+		// With a store no other replica serves runs from, the first call
+		// of a run the gateway names goes upstream without a store write.
+		FirstStepInMemory: processLocal(st.Store),
+		Logger:            o.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -139,6 +143,17 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	}
 	ok = true
 	return st, nil
+}
+
+// processLocal reports whether s is a store only this process serves runs
+// from: the embedded SQLite file or memory (PostgreSQL is shared by
+// replicas).
+func processLocal(s store.Store) bool {
+	switch s.(type) {
+	case *memstore.Store, *sqlite.Store:
+		return true
+	}
+	return false
 }
 
 // deferredSpans writes the recorder's batches as store.Deferrable writes:

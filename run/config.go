@@ -146,6 +146,13 @@ type Config struct {
 	// step succeeded, failed otherwise, with the error "idle for IdleTTL".
 	// The gateway sets it: its clients never say that a run is over.
 	EndIdle bool
+	// FirstStepInMemory admits the first model step of a Spec.Fresh run
+	// in memory (see Spec.Fresh). Set it only when no other process serves
+	// runs from this store: the id goes out in the first response, and a
+	// process that received it before the first step's ledger entries
+	// landed would start the run anew. The gateway sets it for SQLite and
+	// memory stores, not for PostgreSQL (shared by replicas).
+	FirstStepInMemory bool
 	// StoreRetryFor bounds the background retries of a store write that
 	// failed (a settle, a run record), with backoff from 100ms to 5s.
 	// Default 1 minute; negative disables retries (the error is returned).

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 )
 
@@ -33,8 +35,9 @@ type Spec struct {
 	// its first step closes, or when it ends), the run's span is written
 	// when it ends (its steps' spans as they close), and until then the store
 	// does not know the run (GetRun is ErrNotFound; Flush waits for the
-	// write). The run's first model step is admitted in memory when the
-	// tenant has no budget limit: no other process can know the run, so
+	// write). With Config.FirstStepInMemory, the run's first model step is
+	// admitted in memory when the tenant has no budget limit: no other
+	// process can know the run, so
 	// its turn and money limits are checked exactly here, and its ledger
 	// entries are written when it closes, in the background. Later steps
 	// go through the ledger as usual (after the first step's entries have
@@ -334,16 +337,25 @@ func (m *Manager) Flush(ctx context.Context) error {
 // open, by the outcome of its last model step (as an idle end does), and
 // waits, until ctx is done, for their records. A process that stops calls
 // it so that the runs it named itself do not stay "running" in the store:
-// no one else ends them. It returns how many runs it ended. Runs named by
-// their clients are left running (another process may serve them).
+// no one else ends them. A run with a step still open is stopped softly
+// (reason canceled): the step finishes and is charged. It returns how many
+// runs it ended. Runs named by their clients are left running (another
+// process may serve them).
 func (m *Manager) EndFresh(ctx context.Context) (int, error) {
 	n := 0
 	for _, r := range m.held() {
 		r.mu.Lock()
-		fresh := r.freshSpec && !r.ended && len(r.open) == 0
+		fresh, open := r.freshSpec && !r.ended, len(r.open) > 0
 		r.mu.Unlock()
-		if fresh {
+		switch {
+		case fresh && !open:
 			r.endIdle()
+			n++
+		case fresh:
+			// A step still open (a long stream): the run ends softly, the
+			// step finishes and is charged.
+			_ = r.end(context.WithoutCancel(ctx), store.RunStopped,
+				failure.Wrap(failure.Canceled, errors.New("the process stopped with a step open")), false)
 			n++
 		}
 	}

@@ -2,9 +2,11 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -182,7 +184,8 @@ func TestRegression_FreshCreateKeepsOtherProcessEnding(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New()
 	gate := make(chan struct{})
-	m1, err := NewManager(Config{Store: gatedCreate{Store: st, gate: gate}, Pricing: testPricing(t), Owner: "p1"})
+	m1, err := NewManager(Config{Store: gatedCreate{Store: st, gate: gate}, Pricing: testPricing(t), Owner: "p1",
+		FirstStepInMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +275,8 @@ func TestFreshFirstStepStoreDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := &failingStore{Store: memstore.New()}
-		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Owner: "p", KillPoll: -1, ExpireEvery: -1, Logger: quiet})
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Owner: "p", KillPoll: -1, ExpireEvery: -1, Logger: quiet,
+			FirstStepInMemory: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,4 +309,138 @@ func TestFreshFirstStepStoreDown(t *testing.T) {
 			t.Fatalf("the first step's turn after the store came back: %+v", b)
 		}
 	})
+}
+
+// Regressions from the review of the in-memory first step (session 2).
+
+// flakySpend fails spend writes: the first failSpends fail; with
+// lostAnswer they commit first (a dropped connection after COMMIT).
+type flakySpend struct {
+	Store
+	mu         sync.Mutex
+	failSpends int
+	lostAnswer bool
+}
+
+var errBusyStore = errors.New("database is locked")
+
+func (f *flakySpend) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
+	f.mu.Lock()
+	fail := f.failSpends > 0 && len(rs) > 0 && rs[0].Spend
+	if fail {
+		f.failSpends--
+	}
+	lost := f.lostAnswer
+	f.mu.Unlock()
+	if fail && !lost {
+		return errBusyStore
+	}
+	if err := f.Store.(budget.BatchLedger).ReserveAll(ctx, rs); err != nil || !fail {
+		return err
+	}
+	return errBusyStore
+}
+
+func (f *flakySpend) Reserve(ctx context.Context, r budget.Reservation) error {
+	return f.ReserveAll(ctx, []budget.Reservation{r})
+}
+
+// The first step's spend failed once and was retried in the background:
+// the next step was let through at once, reserving against a ledger
+// without the first step's 9¢, and the run spent 14¢ of 10¢. It now waits
+// for the write.
+func TestRegression_FirstStepSpendRetriedBeforeNextStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &flakySpend{Store: memstore.New(), failSpends: 1}
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Owner: "p", KillPoll: -1, ExpireEvery: -1,
+			Logger: quiet, FirstStepInMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		r, _ := m.Start(ctx, Spec{Fresh: true, Limits: store.Limits{MaxCost: cents(10)}})
+		a, err := r.Admit(ctx, modelStep(cents(5)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Settle(ctx, usage(9, 0), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Admit(ctx, modelStep(cents(5))) // waits for the retried spend, then 9+5 > 10
+		wantReason(t, err, failure.BudgetExceeded, failure.Fatal)
+	})
+}
+
+// A turn written alone (the first step failed) was counted twice when its
+// write committed and the answer was lost: the run's second turn of two
+// was refused.
+func TestRegression_FirstStepTurnNotCountedTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &flakySpend{Store: memstore.New(), failSpends: 1, lostAnswer: true}
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Owner: "p", KillPoll: -1, ExpireEvery: -1,
+			Logger: quiet, FirstStepInMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		r, _ := m.Start(ctx, Spec{Fresh: true, Limits: store.Limits{MaxTurns: 2}})
+		a, err := r.Admit(ctx, modelStep(cents(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = a.Fail(ctx, errors.New("upstream 503"))
+		a2, err := r.Admit(ctx, modelStep(cents(1)))
+		if err != nil {
+			t.Fatalf("second turn of two: %v", err)
+		}
+		_ = a2.Fail(ctx, errors.New("upstream 503"))
+		if b, _ := st.Balance(ctx, TurnScope(r.ID())); b.Settled != 2 {
+			t.Fatalf("turn scope %+v, want 2 turns", b)
+		}
+	})
+}
+
+// While the first step is open, a step that reserves nothing (a free tool
+// call) does not wait for it; it waited for ever under a context with no
+// deadline.
+func TestRegression_FreeToolDoesNotWaitForFirstStep(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.KillPoll, c.ExpireEvery, c.FirstStepInMemory = -1, -1, true })
+	ctx := context.Background()
+	r := f.start(t, Spec{Fresh: true})
+	a, err := r.Admit(ctx, modelStep(cents(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Tool(ctx, ToolCall{Name: "lookup"}, func(context.Context) (json.RawMessage, error) {
+		return json.RawMessage(`{}`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Settle(ctx, usage(1, 0), Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// At shutdown a Fresh run with a step still open stayed running for ever:
+// it is now stopped softly, and the step is charged when it closes.
+func TestRegression_EndFreshWithStepOpen(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.KillPoll, c.ExpireEvery, c.EndIdle, c.FirstStepInMemory = -1, -1, true, true })
+	ctx := context.Background()
+	r := f.start(t, Spec{ID: "e", Fresh: true})
+	a, err := r.Admit(ctx, modelStep(cents(5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.m.EndFresh(ctx); err != nil || n != 1 {
+		t.Fatalf("EndFresh: %d runs, %v", n, err)
+	}
+	if err := a.Settle(ctx, usage(3, 0), Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.stored(t, "e")
+	if rec.Status != store.RunStopped || rec.StopReason != string(failure.Canceled) || rec.Cost != cents(3) {
+		t.Fatalf("after EndFresh with a step open: %+v", rec)
+	}
 }

@@ -119,8 +119,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	}
 	r.background(ctx, func(ctx context.Context) {
 		if covered {
-			_ = a.charge(ctx, cost)
-			a.privateWritten()
+			_ = a.charge(ctx, cost) // a step admitted in memory is marked written by spend
 		}
 		if a.scopes != nil {
 			r.alerts(ctx, a.scopes, a.tb)
@@ -150,19 +149,16 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	r := a.r
 	r.mu.Lock()
-	turn := a.turnUnwritten
+	turn, private := a.turnUnwritten, a.private
 	r.mu.Unlock()
-	if a.resID == "" && cost == 0 && !turn {
+	if private { // admitted in memory: its turn and cost are spends
+		return a.spend(ctx, cost, turn)
+	}
+	if a.resID == "" && cost == 0 {
 		return nil
 	}
 	if a.resID == "" && a.scopes == nil {
 		a.scopes, a.tb = r.scopes(r.m.now())
-	}
-	r.mu.Lock()
-	private := a.private
-	r.mu.Unlock()
-	if private {
-		return a.spend(ctx, cost, turn)
 	}
 	c := &charger{a: a, cost: cost, lateID: uuid.NewString()}
 	return r.m.durably(ctx, "settle", r.id, c.try, nil)
@@ -175,8 +171,11 @@ func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error {
 	r := a.r
 	var rs []budget.Reservation
+	id := uuid.NewString()
 	if turn {
-		rs = append(rs, budget.Reservation{Owner: r.m.owner, Amount: turnUnit, Spend: true,
+		// With an id: a retry after a lost answer conflicts instead of
+		// counting the turn twice.
+		rs = append(rs, budget.Reservation{ID: id + "-turn", Owner: r.m.owner, Amount: turnUnit, Spend: true,
 			Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id)}}})
 	}
 	if cost > 0 {
@@ -184,9 +183,10 @@ func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error 
 		for i, s := range a.scopes {
 			unlimited[i] = budget.ScopeLimit{Scope: s.Scope} // the spend happened: recorded whatever the limit
 		}
-		rs = append(rs, budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Amount: cost, Spend: true, Scopes: unlimited})
+		rs = append(rs, budget.Reservation{ID: id, Owner: r.m.owner, Amount: cost, Spend: true, Scopes: unlimited})
 	}
 	if len(rs) == 0 {
+		a.privateWritten()
 		return nil
 	}
 	return r.m.durably(ctx, "settle", r.id, func(ctx context.Context) error {
@@ -198,7 +198,11 @@ func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error 
 		a.turnUnwritten = false
 		r.mu.Unlock()
 		return nil
-	}, nil)
+	}, func(error) {
+		// Written, or given up (logged, Stats.StoreFailures): the run's
+		// next step may reserve now, not while the write is retried.
+		a.privateWritten()
+	})
 }
 
 // charger is one charge, safe to repeat after a failed try: each store
@@ -276,10 +280,7 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	private := a.private
 	r.mu.Unlock()
 	if private { // admitted in memory: its turn goes to the ledger now
-		r.background(ctx, func(ctx context.Context) {
-			_ = a.charge(ctx, 0)
-			a.privateWritten()
-		})
+		r.background(ctx, func(ctx context.Context) { _ = a.charge(ctx, 0) })
 	}
 	if a.step.Kind == KindModel {
 		r.mu.Lock()

@@ -130,6 +130,11 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	a.ctx, a.cancel = context.WithCancelCause(ctx)
 	a.stopAF = context.AfterFunc(r.ctx, func() { a.cancel(context.Cause(r.ctx)) })
 
+	// A first step may be admitted in memory (see reserveAll) only with
+	// nothing shared to reserve against: no tenant limit, and a store
+	// whose writes are not failing.
+	tb, _ := r.m.cfg.tenantBudget(r.tenant)
+	privateOK := r.m.cfg.FirstStepInMemory && s.Kind == KindModel && tb.Limit <= 0 && !r.m.storeDown.Load()
 	r.mu.Lock()
 	ferr := r.checkLocked(s, now)
 	private := false
@@ -142,7 +147,13 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		r.pending += s.EstimatedTokens
 		r.open[a] = struct{}{}
 		r.lastActive = now
-		private, r.fresh = r.fresh && s.Kind == KindModel, false
+		private, r.fresh = r.fresh && privateOK, false
+		if private {
+			// Counted at once, with fresh cleared under the same lock, so
+			// that a concurrent step waits for this one's ledger entries.
+			a.private, a.turnUnwritten = true, r.rec.Limits.MaxTurns > 0
+			r.privateOpen++
+		}
 	}
 	maxTurns := r.rec.Limits.MaxTurns
 	r.mu.Unlock()
@@ -180,30 +191,24 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 		// run, so its own scopes (turns, money) are exact in memory; with
 		// no tenant limit there is nothing shared to reserve against.
 		// checkLocked has counted the turn; the money is checked here.
-		// Its ledger entries are written when it closes (charge). While
+		// Its ledger entries are written when it closes (spend). While
 		// store writes are failing, the ledger is asked instead, so that
 		// calls fail with the store rather than pile up unrecorded spend.
 		scopes, tb := r.scopes(now)
-		if tb.Limit <= 0 && !r.m.storeDown.Load() {
-			if lim := scopes[0].Limit; lim > 0 && s.EstimatedCost > lim {
-				return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
-					Message: notFit(s.EstimatedCost, scopes[0].Scope, lim),
-					Cause:   &budget.ExceededError{ID: "first step", Scope: scopes[0].Scope, Amount: s.EstimatedCost, Limit: lim}}
-			}
-			if err := r.stillRunning(); err != nil {
-				return err
-			}
-			r.mu.Lock()
-			a.private, a.turnUnwritten = true, maxTurns > 0
-			a.scopes, a.tb = scopes, tb
-			r.privateOpen++
-			r.mu.Unlock()
-			return nil
+		if lim := scopes[0].Limit; lim > 0 && s.EstimatedCost > lim {
+			a.privateWritten() // nothing to write: refused
+			return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
+				Message: notFit(s.EstimatedCost, scopes[0].Scope, lim),
+				Cause:   &budget.ExceededError{ID: "first step", Scope: scopes[0].Scope, Amount: s.EstimatedCost, Limit: lim}}
 		}
-	}
-	// The ledger must hold the first step's entries before it is asked.
-	if err := r.waitPrivate(ctx); err != nil {
-		return err
+		if err := r.stillRunning(); err != nil {
+			a.privateWritten()
+			return err
+		}
+		r.mu.Lock()
+		a.scopes, a.tb = scopes, tb
+		r.mu.Unlock()
+		return nil
 	}
 	var rs []budget.Reservation
 	turn := s.Kind == KindModel && maxTurns > 0
@@ -225,6 +230,12 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	}
 	if len(rs) == 0 {
 		return r.stillRunning()
+	}
+	// The ledger must hold the first step's entries before it is asked
+	// (a step that reserves nothing, such as a free tool call, does not
+	// wait).
+	if err := r.waitPrivate(ctx); err != nil {
+		return err
 	}
 	if failed, err := r.m.reserve(ctx, rs); err != nil {
 		if !errors.Is(err, budget.ErrExceeded) {
