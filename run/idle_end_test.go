@@ -128,3 +128,55 @@ func TestDeadlinePassingIdleEndsByOutcome(t *testing.T) {
 		}
 	})
 }
+
+// Newcomer finding (session 2): runs whose process stopped or crashed
+// stayed "running" in the store for ever. A gateway's Manager ends a
+// running run it does not hold once its deadline passed more than IdleTTL
+// ago; one without a deadline is left alone.
+func TestEndAbandonedRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New()
+		// What a crashed process left: running records, one turn and 2¢
+		// in the ledger.
+		for _, rec := range []store.Run{
+			{ID: "abandoned", Tenant: "acme", Status: store.RunRunning, Started: time.Now(),
+				Limits: store.Limits{Deadline: 5 * time.Minute, MaxTurns: 3}},
+			{ID: "no-deadline", Tenant: "acme", Status: store.RunRunning, Started: time.Now()},
+		} {
+			if err := st.CreateRun(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, res := range []budget.Reservation{
+			{ID: "t", Owner: "gone", Amount: 1, Spend: true, Scopes: []budget.ScopeLimit{{Scope: TurnScope("abandoned")}}},
+			{ID: "c", Owner: "gone", Amount: cents(2), Spend: true, Scopes: []budget.ScopeLimit{{Scope: budget.RunScope("abandoned")}}},
+		} {
+			if err := st.Reserve(ctx, res); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1,
+			ExpireEvery: time.Minute, IdleTTL: 10 * time.Minute, EndIdle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		time.Sleep(14 * time.Minute) // deadline 5 min + idle 10 min: not yet
+		synctest.Wait()
+		if rec, _ := st.GetRun(ctx, "abandoned"); rec.Status != store.RunRunning {
+			t.Fatalf("ended before its deadline plus the idle time: %+v", rec)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		rec, _ := st.GetRun(ctx, "abandoned")
+		if rec.Status != store.RunFailed || !rec.Ended.Equal(rec.Started.Add(5*time.Minute)) ||
+			rec.Turns != 1 || rec.Cost != cents(2) || rec.Error == "" {
+			t.Fatalf("abandoned run: %+v, want failed at its deadline with its counts", rec)
+		}
+		if rec, _ := st.GetRun(ctx, "no-deadline"); rec.Status != store.RunRunning {
+			t.Fatalf("a run without a deadline: %+v, want left running", rec)
+		}
+	})
+}

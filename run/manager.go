@@ -205,6 +205,9 @@ func (m *Manager) loop(ctx context.Context, watch <-chan struct{}) {
 			_ = m.refreshKills(ctx)
 		case <-expire:
 			_, _ = m.st.ExpireReservations(ctx, m.now())
+			if m.cfg.EndIdle {
+				m.endAbandoned(ctx)
+			}
 		case <-sweep:
 			m.sweep()
 		}
@@ -212,6 +215,64 @@ func (m *Manager) loop(ctx context.Context, watch <-chan struct{}) {
 }
 
 func (m *Manager) setKills(s killSet) { m.kills.Store(&s) }
+
+// abandonedPages bounds the pages of running runs endAbandoned reads per
+// tick (100 runs each).
+const abandonedPages = 10
+
+// endAbandoned ends runs the store holds as running that no process can be
+// serving any more: their deadline passed more than IdleTTL ago (no step
+// is admitted after it, and the one that held them would have ended them),
+// and this process does not hold them. The process that served them
+// stopped or crashed. They end failed, at their deadline, with an error
+// that says so; runs without a deadline are left as they are. With
+// EndIdle only (the gateway); a store error leaves them for the next tick.
+func (m *Manager) endAbandoned(ctx context.Context) {
+	saver, ok := m.st.(store.RunSaver)
+	if !ok || m.cfg.IdleTTL <= 0 {
+		return
+	}
+	now := m.now()
+	before := now.Add(-m.cfg.IdleTTL)
+	for range abandonedPages {
+		runs, err := m.st.ListRuns(ctx, store.RunFilter{Status: store.RunRunning, Before: before, Limit: 100})
+		if err != nil || len(runs) == 0 {
+			return
+		}
+		for _, rec := range runs {
+			if rec.Limits.Deadline <= 0 || m.holds(rec.ID) {
+				continue
+			}
+			deadline := rec.Started.Add(rec.Limits.Deadline)
+			if !deadline.Add(m.cfg.IdleTTL).Before(now) {
+				continue
+			}
+			var turns budget.Scope
+			if rec.Limits.MaxTurns > 0 {
+				turns = TurnScope(rec.ID)
+			}
+			rec.Status, rec.Ended = store.RunFailed, deadline
+			rec.Error = fmt.Sprintf("abandoned: no process held the run when its deadline (%v) passed", rec.Limits.Deadline)
+			if err := saver.SaveRun(ctx, rec, turns, budget.RunScope(rec.ID)); err != nil {
+				m.log.Warn("run: ending an abandoned run failed", "run_id", rec.ID, "err", err)
+			}
+		}
+		if len(runs) < 100 {
+			return
+		}
+		before = runs[len(runs)-1].Started
+	}
+}
+
+// holds reports whether this process has run id in memory.
+func (m *Manager) holds(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.live[id]; ok {
+		return true
+	}
+	return m.idle[id].Value() != nil
+}
 
 // storeSink writes each span to the store at once; errors are dropped (a
 // trace must never fail a run).

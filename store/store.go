@@ -81,7 +81,8 @@ type Run struct {
 type RunFilter struct {
 	Tenant string
 	Status RunStatus
-	Since  time.Time
+	Since  time.Time // runs started at or after it; zero: no bound
+	Before time.Time // runs started before it; zero: no bound
 	Limit  int
 }
 

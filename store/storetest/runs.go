@@ -98,6 +98,8 @@ func testRunsList(t *testing.T, s store.Store) {
 		{"status", store.RunFilter{Status: store.RunSucceeded}, []string{"e", "c", "a"}},
 		{"since inclusive", store.RunFilter{Since: at(3 * time.Second)}, []string{"e", "d", "c"}},
 		{"limit", store.RunFilter{Limit: 2}, []string{"e", "d"}},
+		{"before exclusive", store.RunFilter{Before: at(3 * time.Second)}, []string{"b", "a"}},
+		{"between", store.RunFilter{Since: at(2 * time.Second), Before: at(4 * time.Second)}, []string{"c", "b"}},
 		{"all filters", store.RunFilter{Tenant: "acme", Status: store.RunSucceeded, Since: at(2 * time.Second)}, []string{"e"}},
 		{"no match", store.RunFilter{Tenant: "umbrella"}, []string{}},
 	}

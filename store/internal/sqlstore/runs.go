@@ -166,6 +166,9 @@ func (c *Core) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, er
 	if !f.Since.IsZero() {
 		add("started_ns >= $%d", f.Since.UnixNano())
 	}
+	if !f.Before.IsZero() {
+		add("started_ns < $%d", f.Before.UnixNano())
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
