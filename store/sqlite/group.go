@@ -119,9 +119,9 @@ func (g *groupWriter) loop() {
 	hold := time.NewTimer(linger)
 	hold.Stop()
 	queue, lazy := g.queue, g.lazy
+next:
 	for queue != nil || lazy != nil || len(held) > 0 {
 		batch = batch[:0]
-		preempt := queue // a deferrable batch gives way to request-path writes
 		// Request-path writes go first, in a transaction of their own.
 		select {
 		case r, ok := <-queue:
@@ -130,7 +130,7 @@ func (g *groupWriter) loop() {
 		default:
 		}
 		if len(held) > 0 {
-			batch = drain(append(batch, held...), lazy)
+			batch = append(batch, held...)
 			held = held[:0]
 		} else {
 			select {
@@ -146,9 +146,8 @@ func (g *groupWriter) loop() {
 			}
 			// Hold a deferrable write for the ones that follow, until the
 			// batch is full or linger has passed; a request-path write
-			// that comes meanwhile runs first.
+			// that comes meanwhile ends the wait and runs first.
 			hold.Reset(linger)
-			urgent := false
 		wait:
 			for len(batch) < maxBatch && lazy != nil {
 				select {
@@ -159,24 +158,19 @@ func (g *groupWriter) loop() {
 					}
 					batch = append(batch, r)
 				case r, ok := <-queue:
-					if !ok {
-						queue = nil
-						continue
-					}
+					hold.Stop()
 					held = append(held, batch...)
-					batch = drain(append(batch[:0], r), queue)
-					urgent, preempt = true, nil
-					break wait
+					queue = g.urgent(batch[:0], r, ok, queue)
+					continue next
 				case <-hold.C:
 					break wait
 				}
 			}
 			hold.Stop()
-			if !urgent {
-				batch = drain(batch, lazy)
-			}
 		}
-		if rest := g.run(batch, preempt); len(rest) > 0 {
+		batch = drain(batch, lazy)
+		// A request-path write that comes while this batch runs preempts it.
+		if rest := g.run(batch, queue); len(rest) > 0 {
 			held = append(held, rest...)
 		}
 		clear(batch)
