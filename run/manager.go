@@ -247,13 +247,10 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 			if !deadline.Add(m.cfg.IdleTTL).Before(now) {
 				continue
 			}
-			var turns budget.Scope
-			if rec.Limits.MaxTurns > 0 {
-				turns = TurnScope(rec.ID)
-			}
+			turns, cost := ledgerScopes(rec.ID, rec.Limits.MaxTurns)
 			rec.Status, rec.Ended = store.RunFailed, deadline
 			rec.Error = fmt.Sprintf("abandoned: no process held the run when its deadline (%v) passed", rec.Limits.Deadline)
-			if err := saver.SaveRun(ctx, rec, turns, budget.RunScope(rec.ID)); err != nil {
+			if err := saver.SaveRun(ctx, rec, turns, cost); err != nil {
 				m.log.Warn("run: ending an abandoned run failed", "run_id", rec.ID, "err", err)
 			}
 		}

@@ -364,14 +364,9 @@ func (r *Run) isEnded() bool {
 // Manager.durably) and persist returns nil; the run stays in memory until
 // the record is written or given up.
 func (r *Run) persist(ctx context.Context) error {
-	r.mu.Lock()
-	r.dirty = true
-	if r.writing {
-		r.mu.Unlock()
+	if !r.startWrite() {
 		return nil
 	}
-	r.writing = true
-	r.mu.Unlock()
 	// The record is written off the request path: limits are enforced by
 	// the in-memory run and the ledger, not by the record, so a step does
 	// not wait for it (Flush does). Close waits for writes in flight.
@@ -402,15 +397,23 @@ func (r *Run) persist(ctx context.Context) error {
 // holds a background slot (see Run.background); writes in flight
 // coalesce as in persist.
 func (r *Run) persistHere(ctx context.Context) {
+	if r.startWrite() {
+		_ = r.m.durably(ctx, "write run record", r.id, r.writeLoop, r.recordWritten)
+	}
+}
+
+// startWrite marks the record dirty and reports whether the caller is to
+// write it: false while another goroutine is writing (it writes again
+// while the record is dirty).
+func (r *Run) startWrite() bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.dirty = true
 	if r.writing {
-		r.mu.Unlock()
-		return
+		return false
 	}
 	r.writing = true
-	r.mu.Unlock()
-	_ = r.m.durably(ctx, "write run record", r.id, r.writeLoop, r.recordWritten)
+	return true
 }
 
 // recordWritten ends a background record write (err: given up) and
@@ -505,28 +508,22 @@ func (r *Run) writeRecord(ctx context.Context) error {
 	r.mu.Unlock()
 	if !created {
 		err := r.m.st.CreateRun(ctx, r.Record())
-		if err == nil {
-			r.mu.Lock()
-			r.created = true
-			r.mu.Unlock()
-			return nil
-		}
-		if !errors.Is(err, store.ErrConflict) {
+		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 		r.mu.Lock()
 		r.created = true
 		r.mu.Unlock()
+		if err == nil {
+			return nil
+		}
 	}
 	saver, ok := r.m.st.(store.RunSaver)
 	if !ok {
 		return r.m.st.UpdateRun(ctx, r.counted(ctx))
 	}
-	var turns budget.Scope
-	if r.maxTurns() > 0 {
-		turns = TurnScope(r.id)
-	}
-	err := saver.SaveRun(ctx, r.Record(), turns, budget.RunScope(r.id))
+	turns, cost := ledgerScopes(r.id, r.maxTurns())
+	err := saver.SaveRun(ctx, r.Record(), turns, cost)
 	if errors.Is(err, store.ErrRunEnded) {
 		// Another process ended the run: take its ending (this
 		// process's steps are refused from now on), then write the
@@ -536,9 +533,18 @@ func (r *Run) writeRecord(ctx context.Context) error {
 			return gerr
 		}
 		r.refresh(stored)
-		err = saver.SaveRun(ctx, r.Record(), turns, budget.RunScope(r.id))
+		err = saver.SaveRun(ctx, r.Record(), turns, cost)
 	}
 	return err
+}
+
+// ledgerScopes returns the ledger scopes a run's record is raised to: its
+// turn scope (none without a turn limit) and its money scope.
+func ledgerScopes(runID string, maxTurns int) (turns, cost budget.Scope) {
+	if maxTurns > 0 {
+		turns = TurnScope(runID)
+	}
+	return turns, budget.RunScope(runID)
 }
 
 func (r *Run) maxTurns() int {
@@ -592,24 +598,19 @@ func (r *Run) background(ctx context.Context, fn func(context.Context)) {
 // the write are not one transaction: an ending written between them is
 // overwritten, and comes back when that process writes its record again.
 func (r *Run) counted(ctx context.Context) store.Run {
-	r.mu.Lock()
-	check := !r.ended && r.created // a record not created yet was ended by no one
-	r.mu.Unlock()
-	if check {
+	if !r.isEnded() {
 		if stored, err := r.m.st.GetRun(ctx, r.id); err == nil && stored.Status != store.RunRunning {
 			r.refresh(stored)
 		}
 	}
 	var ledger store.Run
-	r.mu.Lock()
-	maxTurns := r.rec.Limits.MaxTurns
-	r.mu.Unlock()
-	if maxTurns > 0 {
-		if b, err := r.m.st.Balance(ctx, TurnScope(r.id)); err == nil {
+	turns, cost := ledgerScopes(r.id, r.maxTurns())
+	if turns != "" {
+		if b, err := r.m.st.Balance(ctx, turns); err == nil {
 			ledger.Turns = int(b.Settled + b.Reserved)
 		}
 	}
-	if b, err := r.m.st.Balance(ctx, budget.RunScope(r.id)); err == nil {
+	if b, err := r.m.st.Balance(ctx, cost); err == nil {
 		ledger.Cost = b.Settled
 	}
 	r.mu.Lock()

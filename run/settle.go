@@ -179,11 +179,7 @@ func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error 
 			Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id)}}})
 	}
 	if cost > 0 {
-		unlimited := make([]budget.ScopeLimit, len(a.scopes))
-		for i, s := range a.scopes {
-			unlimited[i] = budget.ScopeLimit{Scope: s.Scope} // the spend happened: recorded whatever the limit
-		}
-		rs = append(rs, budget.Reservation{ID: id, Owner: r.m.owner, Amount: cost, Spend: true, Scopes: unlimited})
+		rs = append(rs, budget.Reservation{ID: id, Owner: r.m.owner, Amount: cost, Spend: true, Scopes: unlimited(a.scopes)})
 	}
 	if len(rs) == 0 {
 		a.privateWritten()
@@ -203,6 +199,16 @@ func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error 
 		// next step may reserve now, not while the write is retried.
 		a.privateWritten()
 	})
+}
+
+// unlimited returns scopes without their limits: a spend that happened is
+// recorded whatever the limit.
+func unlimited(scopes []budget.ScopeLimit) []budget.ScopeLimit {
+	out := make([]budget.ScopeLimit, len(scopes))
+	for i, s := range scopes {
+		out[i] = budget.ScopeLimit{Scope: s.Scope}
+	}
+	return out
 }
 
 // charger is one charge, safe to repeat after a failed try: each store
@@ -241,11 +247,7 @@ func (c *charger) try(ctx context.Context) error {
 		return nil
 	}
 	if !c.held {
-		unlimited := make([]budget.ScopeLimit, len(c.a.scopes))
-		for i, s := range c.a.scopes {
-			unlimited[i] = budget.ScopeLimit{Scope: s.Scope}
-		}
-		err := st.Reserve(ctx, budget.Reservation{ID: c.lateID, Owner: c.a.r.m.owner, Scopes: unlimited, Amount: c.cost})
+		err := st.Reserve(ctx, budget.Reservation{ID: c.lateID, Owner: c.a.r.m.owner, Scopes: unlimited(c.a.scopes), Amount: c.cost})
 		if err != nil && !errors.Is(err, store.ErrConflict) { // a conflict: an earlier try reserved it
 			return fmt.Errorf("run: record late spend: %w", err)
 		}

@@ -133,8 +133,11 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	// A first step may be admitted in memory (see reserveAll) only with
 	// nothing shared to reserve against: no tenant limit, and a store
 	// whose writes are not failing.
-	tb, _ := r.m.cfg.tenantBudget(r.tenant)
-	privateOK := r.m.cfg.FirstStepInMemory && s.Kind == KindModel && tb.Limit <= 0 && !r.m.storeDown.Load()
+	privateOK := r.m.cfg.FirstStepInMemory && s.Kind == KindModel && !r.m.storeDown.Load()
+	if privateOK {
+		tb, _ := r.m.cfg.tenantBudget(r.tenant)
+		privateOK = tb.Limit <= 0
+	}
 	r.mu.Lock()
 	ferr := r.checkLocked(s, now)
 	private := false
@@ -191,9 +194,10 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 		// run, so its own scopes (turns, money) are exact in memory; with
 		// no tenant limit there is nothing shared to reserve against.
 		// checkLocked has counted the turn; the money is checked here.
-		// Its ledger entries are written when it closes (spend). While
-		// store writes are failing, the ledger is asked instead, so that
-		// calls fail with the store rather than pile up unrecorded spend.
+		// Its ledger entries are written when it closes (spend). Admit
+		// decided this: while store writes are failing, the ledger is
+		// asked instead, so that calls fail with the store rather than
+		// pile up unrecorded spend.
 		scopes, tb := r.scopes(now)
 		if lim := scopes[0].Limit; lim > 0 && s.EstimatedCost > lim {
 			a.privateWritten() // nothing to write: refused
