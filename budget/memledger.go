@@ -76,18 +76,21 @@ func (l *MemLedger) ReserveAll(_ context.Context, rs []Reservation) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range rs {
-		if err := l.fitsLocked(r); err != nil {
-			return err
+		if r.ID != "" && l.used[r.ID] {
+			return fmt.Errorf("%w: %q", ErrDuplicateReservation, r.ID)
 		}
 	}
-	// Two reservations of one batch in the same scope must fit together.
+	// Each amount must fit with what the scope holds and what the batch's
+	// earlier reservations take in it.
 	taken := map[Scope]USD{}
 	for _, r := range rs {
 		for _, sl := range r.Scopes {
 			taken[sl.Scope] = taken[sl.Scope].Add(r.Amount)
 			b := l.balance(sl.Scope)
 			if sl.Limit > 0 && b.Settled.Add(b.Reserved).Add(taken[sl.Scope]) > sl.Limit {
-				return &ExceededError{ID: r.ID, Scope: sl.Scope, Amount: r.Amount, Limit: sl.Limit}
+				return fmt.Errorf("%w: %s needs %s, %s spent and %s reserved of %s",
+					&ExceededError{ID: r.ID, Scope: sl.Scope, Amount: r.Amount, Limit: sl.Limit},
+					sl.Scope, taken[sl.Scope], b.Settled, b.Reserved, sl.Limit)
 			}
 		}
 	}
@@ -106,26 +109,6 @@ func (l *MemLedger) ReserveAll(_ context.Context, rs []Reservation) error {
 		}
 		if r.ID != "" {
 			l.used[r.ID] = true
-		}
-	}
-	return nil
-}
-
-// fitsLocked checks one reservation alone: its id is new and its amount
-// fits every scope.
-func (l *MemLedger) fitsLocked(r Reservation) error {
-	if r.ID != "" && l.used[r.ID] {
-		return fmt.Errorf("%w: %q", ErrDuplicateReservation, r.ID)
-	}
-	for _, sl := range r.Scopes {
-		if sl.Limit <= 0 {
-			continue
-		}
-		b := l.balance(sl.Scope)
-		if b.Settled.Add(b.Reserved).Add(r.Amount) > sl.Limit {
-			return fmt.Errorf("%w: %s needs %s, %s spent and %s reserved of %s",
-				&ExceededError{ID: r.ID, Scope: sl.Scope, Amount: r.Amount, Limit: sl.Limit},
-				sl.Scope, r.Amount, b.Settled, b.Reserved, sl.Limit)
 		}
 	}
 	return nil
