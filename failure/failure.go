@@ -136,6 +136,10 @@ const (
 	// OutcomeUnknown: a tool's effect may or may not have happened (its
 	// owner died holding the idempotency key); it is not run again.
 	OutcomeUnknown Reason = "outcome_unknown"
+	// RunEnded: a step asked of a run that has ended (succeeded, failed,
+	// stopped by the caller's Finish); a run stopped by a limit or a kill
+	// gives that reason instead.
+	RunEnded Reason = "run_ended"
 )
 
 var reasonKinds = map[Reason]Kind{
@@ -150,7 +154,7 @@ var reasonKinds = map[Reason]Kind{
 
 	BudgetExceeded: Fatal, MaxTurnsExceeded: Fatal, DeadlineExceeded: Fatal,
 	Killed: Fatal, ApprovalDenied: Fatal, Canceled: Fatal, ToolDisabled: Fatal,
-	OutcomeUnknown: Fatal,
+	OutcomeUnknown: Fatal, RunEnded: Fatal,
 }
 
 // Error is one classified failure. All fields but Kind and Reason are

@@ -12,7 +12,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/failure"
-	"github.com/google/uuid"
+	"github.com/belay-run/belay/internal/ids"
 )
 
 // Request headers belay reads.
@@ -98,11 +98,7 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:\-]{1,128}$`)
 func runID(r *http.Request) (string, *failure.Error) {
 	id := strings.TrimSpace(r.Header.Get(HeaderRunID))
 	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return uuid.NewString(), nil
-		}
-		return u.String(), nil
+		return ids.New(), nil
 	}
 	if !runIDPattern.MatchString(id) {
 		return "", refusal(failure.InvalidRequest, HeaderRunID+": want 1-128 characters of letters, digits and . _ : -")

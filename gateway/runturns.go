@@ -54,10 +54,6 @@ type Disabler interface {
 	Disabled(d route.Deployment) bool
 }
 
-// NamedRunIdleTTL is how long a run the gateway named itself (the client
-// sent no X-Belay-Run-Id) stays open after its last call.
-const NamedRunIdleTTL = 30 * time.Second
-
 // runStats is implemented by a Turns that reports its run manager's
 // counters (runs in memory, store writes retried and given up).
 type runStats interface {
@@ -95,10 +91,10 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 			Labels: map[string]string{"source": "gateway"}}
 		if a.Named {
 			// A run the gateway named: a client groups calls into a run by
-			// sending X-Belay-Run-Id, so this one is most likely a single
-			// call. It ends (and leaves memory) after a short idle time.
-			spec.IdleTTL = NamedRunIdleTTL
-			spec.Fresh = true // a new UUID: its record is written in the background
+			// sending X-Belay-Run-Id, so this one is this call. It ends
+			// with it, and its record (a new UUID's) is written once, in
+			// the background, already ended.
+			spec.Fresh, spec.Single = true, true
 		}
 		r, err = t.m.Start(ctx, spec)
 		if errors.Is(err, store.ErrConflict) { // started by a concurrent request

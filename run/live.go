@@ -9,9 +9,8 @@ import (
 	"time"
 	"weak"
 
-	"github.com/google/uuid"
-
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/internal/ids"
 	"github.com/belay-run/belay/store"
 )
 
@@ -25,9 +24,7 @@ type Spec struct {
 	PromptVersion string
 	Labels        map[string]string
 	Limits        store.Limits
-	// IdleTTL, when positive, replaces Config.IdleTTL for this run (the
-	// gateway gives runs it named itself, which no client can continue
-	// without reading the id back, a short one).
+	// IdleTTL, when positive, replaces Config.IdleTTL for this run.
 	IdleTTL time.Duration
 	// Fresh says ID was made for this Start and no one else knows it yet
 	// (the gateway's own run ids, random UUIDs). Nothing is written at
@@ -45,6 +42,14 @@ type Spec struct {
 	// A Fresh ID that is in the store after all is found when the record
 	// is written: the stored record's ending, if any, is taken.
 	Fresh bool
+	// Single says the run is one step (the gateway's run for a call whose
+	// client names none): it ends when that step closes — succeeded, or
+	// failed with the step's error — or when its admission fails, and
+	// leaves memory once its record is written. A second step admitted
+	// while the first is open is refused (MaxTurnsExceeded, without
+	// stopping the run); one after the end is refused as for any ended
+	// run. With Fresh, the record is written once, already ended.
+	Single bool
 }
 
 // DefaultTenant is the tenant of a run started without one.
@@ -76,7 +81,7 @@ func (e *entry) wait(ctx context.Context) error {
 // everything) is killed starts, and its first step is refused.
 func (m *Manager) Start(ctx context.Context, s Spec) (*Run, error) {
 	if s.ID == "" {
-		s.ID = uuid.NewString()
+		s.ID = ids.New()
 	}
 	if s.Tenant == "" {
 		s.Tenant = DefaultTenant
@@ -119,7 +124,7 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 	}
 	r := m.newRun(rec)
 	r.ttl = s.IdleTTL
-	r.created, r.fresh, r.freshSpec = !s.Fresh, s.Fresh, s.Fresh
+	r.created, r.fresh, r.freshSpec, r.single = !s.Fresh, s.Fresh, s.Fresh, s.Single
 	m.publish(s.ID, e, r, nil)
 	if !s.Fresh { // a Fresh run's span is written when it ends, like its record
 		m.sink.Record(r.runSpan())

@@ -388,5 +388,5 @@ func TestRegression_StoppedElsewhereStaysStopped(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 	_, err = r1.Admit(ctx, modelStep(cents(1)))
-	wantReason(t, err, failure.Canceled, failure.Fatal)
+	wantReason(t, err, failure.RunEnded, failure.Fatal)
 }

@@ -59,6 +59,7 @@ type Run struct {
 	fresh       bool
 	privateOpen int
 	freshSpec   bool // started with Spec.Fresh (for Manager.EndFresh)
+	single      bool // Spec.Single: the run ends with its one step
 	// pendingBG: ledger writes of settled steps not done yet (see
 	// Run.background); Flush waits for them and the run stays in memory.
 	pendingBG int

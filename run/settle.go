@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/internal/ids"
 	"github.com/belay-run/belay/store"
 )
 
@@ -117,6 +116,13 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	if !covered {
 		err = a.charge(ctx, cost)
 	}
+	fe := failure.As(o.Err)
+	stop := fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason)
+	if !stop {
+		// Before the background write: the run's one record write is
+		// its ending.
+		r.endSingle(o.Err)
+	}
 	r.background(ctx, func(ctx context.Context) {
 		if covered {
 			_ = a.charge(ctx, cost) // a step admitted in memory is marked written by spend
@@ -124,7 +130,9 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 		if a.scopes != nil {
 			r.alerts(ctx, a.scopes, a.tb)
 		}
-		r.persistHere(ctx)
+		if !r.single || stop {
+			r.persistHere(ctx)
+		}
 	})
 
 	r.m.sink.Record(a.modelSpan(u, o, cost, estimated))
@@ -135,7 +143,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 		// A late settle changes the ended run's totals (and maybe events).
 		r.m.sink.Record(r.runSpan())
 	}
-	if fe := failure.As(o.Err); fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason) {
+	if stop {
 		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
 	}
 	r.stepClosed()
@@ -160,7 +168,7 @@ func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	if a.resID == "" && a.scopes == nil {
 		a.scopes, a.tb = r.scopes(r.m.now())
 	}
-	c := &charger{a: a, cost: cost, lateID: uuid.NewString()}
+	c := &charger{a: a, cost: cost, lateID: ids.New()}
 	return r.m.durably(ctx, "settle", r.id, c.try, nil)
 }
 
@@ -171,7 +179,7 @@ func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error {
 	r := a.r
 	var rs []budget.Reservation
-	id := uuid.NewString()
+	id := ids.New()
 	if turn {
 		// With an id: a retry after a lost answer conflicts instead of
 		// counting the turn twice.
@@ -290,9 +298,14 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 		r.mu.Unlock()
 		r.m.sink.Record(a.modelSpan(budget.Usage{}, Outcome{Err: err}, 0, false))
 	}
-	perr := r.persist(ctx)
+	var perr error
 	if fe := failure.As(err); fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason) {
+		perr = r.persist(ctx)
 		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
+	} else if r.single {
+		r.endSingle(err) // its record write is the ending's
+	} else {
+		perr = r.persist(ctx)
 	}
 	r.stepClosed()
 	return perr

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/internal/ids"
 	"github.com/belay-run/belay/store"
 )
 
@@ -140,6 +139,13 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	}
 	r.mu.Lock()
 	ferr := r.checkLocked(s, now)
+	if ferr == nil && r.single && r.rec.Turns+r.rec.ToolCalls > 0 {
+		// Not a limit of the run: the run goes on with its one step.
+		r.mu.Unlock()
+		a.done()
+		return nil, refusal(failure.MaxTurnsExceeded, "run %s is a single call, which is in flight "+
+			"(send X-Belay-Run-Id to group calls in a run)", r.id)
+	}
 	private := false
 	if ferr == nil {
 		if s.Kind == KindModel {
@@ -161,7 +167,9 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	maxTurns := r.rec.Limits.MaxTurns
 	r.mu.Unlock()
 	if ferr != nil {
-		return nil, r.refuse(ctx, a, ferr)
+		err := r.refuse(ctx, a, ferr)
+		r.endSingle(err)
+		return nil, err
 	}
 	if err := r.reserveAll(ctx, a, maxTurns, now, private); err != nil {
 		r.mu.Lock()
@@ -172,12 +180,30 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		r.mu.Unlock()
 		defer r.stepClosed()
 		if fe := failure.As(err); fe != nil {
-			return nil, r.refuse(ctx, a, fe)
+			err = r.refuse(ctx, a, fe)
+		} else {
+			a.done()
 		}
-		a.done()
+		r.endSingle(err)
 		return nil, err
 	}
 	return a, nil
+}
+
+// endSingle ends a Spec.Single run whose one step closed, or whose
+// admission failed: succeeded, or failed with err. Its record is written
+// in the background (Ended is when the step closed). A run already ended
+// (stopped by a refusal, a kill) keeps that ending; other runs are left
+// as they are.
+func (r *Run) endSingle(err error) {
+	if !r.single {
+		return
+	}
+	status := store.RunSucceeded
+	if err != nil {
+		status = store.RunFailed
+	}
+	_ = r.end(context.WithValue(r.m.ctx, asyncEndKey{}, true), status, err, false)
 }
 
 // reserveAll takes what a step holds in the ledger: a model step's turn
@@ -229,7 +255,7 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	)
 	if money {
 		scopes, tb = r.scopes(now)
-		rs = append(rs, budget.Reservation{ID: uuid.NewString(), Owner: r.m.owner, Scopes: scopes,
+		rs = append(rs, budget.Reservation{ID: ids.New(), Owner: r.m.owner, Scopes: scopes,
 			Amount: s.EstimatedCost, ExpiresAt: now.Add(r.m.cfg.ReservationTTL)})
 	}
 	if len(rs) == 0 {
@@ -386,7 +412,7 @@ func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 		if r.rec.Status == store.RunStopped {
 			return refusal(failure.Reason(r.rec.StopReason), "run %s was stopped (%s)", r.id, r.rec.StopReason)
 		}
-		return refusal(failure.Canceled, "run %s %v (%s)", r.id, errEnded, r.rec.Status)
+		return refusal(failure.RunEnded, "run %s has ended (%s)", r.id, r.rec.Status)
 	}
 	ks := r.m.loadKills()
 	if k, ok := ks.forRun(r.id, r.tenant); ok {

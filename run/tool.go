@@ -10,9 +10,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/internal/ids"
 	"github.com/belay-run/belay/retry"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/trace"
@@ -312,4 +311,4 @@ func IdempotencyKeyFrom(ctx context.Context) string {
 	return k
 }
 
-func newApprovalID() string { return "apr_" + uuid.NewString() }
+func newApprovalID() string { return "apr_" + ids.New() }

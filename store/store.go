@@ -106,7 +106,8 @@ var ErrRunEnded = errors.New("store: the stored run has ended")
 // lower the counts the ledger holds for every process nor undo an ending
 // another process wrote.
 type RunSaver interface {
-	// SaveRun replaces the stored record of r.ID by r, with r.Turns
+	// SaveRun replaces the stored record of r.ID by r (except its Tenant
+	// and Started, which a run keeps from its creation), with r.Turns
 	// raised to Settled+Reserved of the ledger scope turns and r.Cost
 	// raised to Settled of the scope cost (a scope with no balance, or
 	// "", raises nothing). When r is running and the stored record has
@@ -117,9 +118,10 @@ type RunSaver interface {
 
 // Spans stores trace spans.
 type Spans interface {
-	// WriteSpans stores a batch in one transaction. A span whose SpanID is
-	// already stored replaces it (a span may be written when it starts and
-	// again when it ends).
+	// WriteSpans stores a batch in one transaction. A span whose RunID and
+	// SpanID are already stored replaces it (a span may be written when it
+	// starts and again when it ends); spans are keyed by the pair, so one
+	// span id under two runs is two spans.
 	WriteSpans(ctx context.Context, spans []trace.Span) error
 	// RunSpans returns a run's spans ordered by start time, then span id.
 	RunSpans(ctx context.Context, runID string) ([]trace.Span, error)

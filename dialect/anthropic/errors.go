@@ -105,6 +105,7 @@ var errorSpecs = map[failure.Reason]ErrorSpec{
 	failure.ToolDisabled:     {403, "permission_error"},
 	failure.Canceled:         {499, "invalid_request_error"},
 	failure.OutcomeUnknown:   {409, "invalid_request_error"},
+	failure.RunEnded:         {409, "invalid_request_error"},
 }
 
 // WriteFailure writes err in the Anthropic dialect using ErrorFor(err.Reason)

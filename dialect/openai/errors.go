@@ -125,6 +125,7 @@ var errorSpecs = map[failure.Reason]ErrorSpec{
 	failure.ToolDisabled:     {403, "run_stopped", "tool_disabled"},
 	failure.Canceled:         {499, "run_stopped", "canceled"},
 	failure.OutcomeUnknown:   {409, "run_stopped", "outcome_unknown"},
+	failure.RunEnded:         {409, "run_stopped", "run_ended"},
 }
 
 // WriteFailure writes err in the OpenAI dialect using ErrorFor(err.Reason)

@@ -34,8 +34,7 @@ type Store struct {
 	mu        sync.Mutex
 	closed    bool
 	runs      map[string]store.Run
-	spans     map[string]storedSpan // by span id
-	runSpans  map[string][]string   // run id → span ids
+	spans     map[string]map[string]storedSpan // run id → span id → span
 	idem      map[string]*idemRecord
 	approvals map[string]store.Approval
 	apOrder   []string
@@ -59,8 +58,7 @@ func New() *Store {
 	return &Store{
 		ledger:    budget.NewMemLedger(),
 		runs:      map[string]store.Run{},
-		spans:     map[string]storedSpan{},
-		runSpans:  map[string][]string{},
+		spans:     map[string]map[string]storedSpan{},
 		idem:      map[string]*idemRecord{},
 		approvals: map[string]store.Approval{},
 		kills:     map[killKey]store.Kill{},
@@ -207,6 +205,7 @@ func (s *Store) SaveRun(ctx context.Context, r store.Run, turns, cost budget.Sco
 	if r.Status == store.RunRunning && old.Status != store.RunRunning {
 		return fmt.Errorf("%w (%s)", store.ErrRunEnded, old.Status)
 	}
+	r.Tenant, r.Started = old.Tenant, old.Started
 	if turns != "" {
 		if b, err := s.ledger.Balance(ctx, turns); err == nil {
 			r.Turns = max(r.Turns, int(b.Settled+b.Reserved))
@@ -296,9 +295,9 @@ func (s storedSpan) decode() (trace.Span, error) {
 	return sp, err
 }
 
-// WriteSpans stores spans in one step: a span id already stored is
-// replaced; a span without an id or with an attribute JSON cannot encode
-// fails the whole batch.
+// WriteSpans stores spans in one step: a span whose run id and span id are
+// already stored is replaced; a span without an id or with an attribute
+// JSON cannot encode fails the whole batch.
 func (s *Store) WriteSpans(_ context.Context, spans []trace.Span) error {
 	enc := make([]storedSpan, len(spans))
 	for i, sp := range spans {
@@ -315,15 +314,12 @@ func (s *Store) WriteSpans(_ context.Context, spans []trace.Span) error {
 	}
 	defer s.mu.Unlock()
 	for _, e := range enc {
-		id, run := e.span.SpanID, e.span.RunID
-		old, seen := s.spans[id]
-		if seen && old.span.RunID != run {
-			s.runSpans[old.span.RunID] = slices.DeleteFunc(s.runSpans[old.span.RunID], func(x string) bool { return x == id })
+		run := s.spans[e.span.RunID]
+		if run == nil {
+			run = map[string]storedSpan{}
+			s.spans[e.span.RunID] = run
 		}
-		if !seen || old.span.RunID != run {
-			s.runSpans[run] = append(s.runSpans[run], id)
-		}
-		s.spans[id] = e
+		run[e.span.SpanID] = e
 	}
 	return nil
 }
@@ -333,9 +329,9 @@ func (s *Store) RunSpans(_ context.Context, runID string) ([]trace.Span, error) 
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
-	enc := make([]storedSpan, 0, len(s.runSpans[runID]))
-	for _, id := range s.runSpans[runID] {
-		enc = append(enc, s.spans[id])
+	enc := make([]storedSpan, 0, len(s.spans[runID]))
+	for _, e := range s.spans[runID] {
+		enc = append(enc, e)
 	}
 	s.mu.Unlock()
 	out := make([]trace.Span, len(enc))

@@ -122,6 +122,13 @@ CREATE TABLE goldens (
 	canonical BYTEA NOT NULL
 );
 `,
+	// 2: spans keyed by (run_id, span_id), the key store/sqlite uses (one
+	// upsert for both); the run index is that key now.
+	`
+ALTER TABLE spans DROP CONSTRAINT spans_pkey;
+ALTER TABLE spans ADD PRIMARY KEY (run_id, span_id);
+DROP INDEX spans_by_run;
+`,
 }
 
 // lockMigrations serializes migrations of one schema across replicas: a

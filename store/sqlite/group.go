@@ -273,16 +273,19 @@ func (g *groupWriter) run(batch []*writeReq, urgent chan *writeReq) (rest []*wri
 			if errs[i] = r.ctx.Err(); errs[i] != nil {
 				continue
 			}
-			if _, err := tx.ExecContext(context.Background(), "SAVEPOINT w"); err != nil {
+			// The savepoint statements are prepared once, as the writes'.
+			if _, err := wt.Exec(context.Background(), "SAVEPOINT w"); err != nil {
 				g.abort(tx, batch, errs, err)
 				return rest
 			}
 			errs[i] = call(r.fn, wt)
-			undo := ""
 			if errs[i] != nil {
-				undo = "ROLLBACK TO w; "
+				if _, err := wt.Exec(context.Background(), "ROLLBACK TO w"); err != nil {
+					g.abort(tx, batch, errs, err)
+					return rest
+				}
 			}
-			if _, err := tx.ExecContext(context.Background(), undo+"RELEASE w"); err != nil {
+			if _, err := wt.Exec(context.Background(), "RELEASE w"); err != nil {
 				g.abort(tx, batch, errs, err)
 				return rest
 			}

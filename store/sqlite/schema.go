@@ -121,6 +121,34 @@ CREATE TABLE goldens (
 	canonical BLOB NOT NULL
 );
 `,
+	// 2: spans keyed by (run_id, span_id), rows in write order. Version 1
+	// kept three b-trees per span (the table, the unique index on the random
+	// span id, the run index), and the random span id put every span on a
+	// page of its own: at a thousand calls a second that index was most of
+	// each commit's pages. Now a span is one row appended to the table and
+	// one entry in the run index, next to its run's other entries.
+	`
+CREATE TABLE spans_v2 (
+	seq INTEGER PRIMARY KEY,
+	run_id TEXT NOT NULL,
+	span_id TEXT NOT NULL,
+	trace_id TEXT NOT NULL,
+	parent_id TEXT NOT NULL,
+	kind TEXT NOT NULL,
+	name TEXT NOT NULL,
+	start_ns INTEGER,
+	end_ns INTEGER,
+	status TEXT NOT NULL,
+	attrs TEXT,
+	events TEXT
+);
+INSERT INTO spans_v2 (run_id, span_id, trace_id, parent_id, kind, name, start_ns, end_ns, status, attrs, events)
+	SELECT run_id, span_id, trace_id, parent_id, kind, name, start_ns, end_ns, status, attrs, events
+	FROM spans ORDER BY rowid;
+DROP TABLE spans;
+ALTER TABLE spans_v2 RENAME TO spans;
+CREATE UNIQUE INDEX spans_by_run ON spans (run_id, span_id);
+`,
 }
 
 // version reads the schema version (0 for a database without one).

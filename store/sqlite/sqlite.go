@@ -133,7 +133,7 @@ func openBackend(ctx context.Context, path string, o Options) (*backend, error) 
 	base := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", path, o.BusyTimeout.Milliseconds())
 	b := &backend{path: path}
 	var err error
-	if b.w, err = sql.Open("sqlite", base+fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", autoCheckpointPages)+"&_journal_mode=WAL&_synchronous="+sync+"&_txlock=immediate"); err != nil {
+	if b.w, err = sql.Open("sqlite", base+fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)&_pragma=temp_store(memory)", autoCheckpointPages)+"&_journal_mode=WAL&_synchronous="+sync+"&_txlock=immediate"); err != nil {
 		return nil, code(err)
 	}
 	b.w.SetMaxOpenConns(1) // the one writer

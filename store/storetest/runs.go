@@ -142,11 +142,17 @@ func testSaveRun(t *testing.T, s store.Store) {
 	if got.Turns != 3 || got.Cost != budget.Micros(70000) || got.InputTokens != 11 {
 		t.Fatalf("after SaveRun: turns %d cost %v input %d, want 3, 7¢, 11 (raised to the ledger)", got.Turns, got.Cost, got.InputTokens)
 	}
-	// Counts above the ledger's are kept; no scope raises nothing.
+	// Counts above the ledger's are kept; no scope raises nothing; the
+	// tenant and start stay those of the creation.
 	r.Turns, r.Cost = 9, budget.Micros(200000)
-	must(t, saver.SaveRun(ctx, r, "", ""))
+	moved := r
+	moved.Tenant, moved.Started = "other", r.Started.Add(time.Hour)
+	must(t, saver.SaveRun(ctx, moved, "", ""))
 	if got, _ = s.GetRun(ctx, "save"); got.Turns != 9 || got.Cost != budget.Micros(200000) {
 		t.Fatalf("after SaveRun above the ledger: turns %d cost %v", got.Turns, got.Cost)
+	}
+	if !got.Started.Equal(r.Started) || got.Tenant != "acme" {
+		t.Fatalf("SaveRun changed the tenant or start: %q %v, want acme %v", got.Tenant, got.Started, r.Started)
 	}
 	// Another process ends the run: a running record does not overwrite
 	// it, an ended one does.

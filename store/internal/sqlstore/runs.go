@@ -63,36 +63,57 @@ func (c *Core) CreateRun(ctx context.Context, r store.Run) error {
 }
 
 // saveRunQuery is UpdateRun's statement with the turn count and cost raised
-// to the ledger's ($21: the turn scope, $22: the cost scope) and no write
-// of a running record over an ended one.
-var saveRunQuery = func() string {
+// to the ledger's, the tenant and start kept, and no write of a running
+// record over an ended one. saveRunArgs are the indexes in runArgs of its
+// parameters $1..$N; $N+1 is the turn scope, $N+2 the cost scope.
+var saveRunQuery, saveRunArgs = func() (string, []int) {
 	cols := strings.Split(runColumns, ",")
-	sets := make([]string, 0, len(cols)-1)
-	for i, col := range cols[1:] {
-		col = strings.TrimSpace(col)
-		switch col {
+	args := []int{0} // $1: id
+	param := func(i int) string {
+		args = append(args, i)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	var sets []string
+	var status, turns, cost string
+	for i, col := range cols {
+		switch col = strings.TrimSpace(col); col {
+		case "id", "tenant", "started_ns":
+			// A run keeps its tenant and start from its creation; each is
+			// in an index, and SQLite rewrites an index entry for every
+			// column SET.
 		case "turns":
-			sets = append(sets, `turns = CASE
-				WHEN COALESCE((SELECT settled + reserved FROM budget_scopes WHERE scope = $21), 0) > CAST($16 AS BIGINT)
-				THEN COALESCE((SELECT settled + reserved FROM budget_scopes WHERE scope = $21), 0)
-				ELSE CAST($16 AS BIGINT) END`)
+			turns = param(i)
 		case "cost":
-			sets = append(sets, `cost = CASE
-				WHEN COALESCE((SELECT settled FROM budget_scopes WHERE scope = $22), 0) > CAST($20 AS BIGINT)
-				THEN COALESCE((SELECT settled FROM budget_scopes WHERE scope = $22), 0)
-				ELSE CAST($20 AS BIGINT) END`)
+			cost = param(i)
+		case "status":
+			status = param(i)
+			sets = append(sets, "status = "+status)
 		default:
-			sets = append(sets, fmt.Sprintf("%s = $%d", col, i+2))
+			sets = append(sets, col+" = "+param(i))
 		}
 	}
+	turnScope, costScope := fmt.Sprintf("$%d", len(args)+1), fmt.Sprintf("$%d", len(args)+2)
+	sets = append(sets, `turns = CASE
+				WHEN COALESCE((SELECT settled + reserved FROM budget_scopes WHERE scope = `+turnScope+`), 0) > CAST(`+turns+` AS BIGINT)
+				THEN COALESCE((SELECT settled + reserved FROM budget_scopes WHERE scope = `+turnScope+`), 0)
+				ELSE CAST(`+turns+` AS BIGINT) END`,
+		`cost = CASE
+				WHEN COALESCE((SELECT settled FROM budget_scopes WHERE scope = `+costScope+`), 0) > CAST(`+cost+` AS BIGINT)
+				THEN COALESCE((SELECT settled FROM budget_scopes WHERE scope = `+costScope+`), 0)
+				ELSE CAST(`+cost+` AS BIGINT) END`)
 	return `UPDATE runs SET ` + strings.Join(sets, ", ") +
-		` WHERE id = $1 AND (CAST($11 AS TEXT) <> 'running' OR status = 'running')`
+		` WHERE id = $1 AND (CAST(` + status + ` AS TEXT) <> 'running' OR status = 'running')`, args
 }()
 
 // SaveRun writes r raised to the ledger's counts, unless it would write a
 // running record over an ended one (see store.RunSaver).
 func (c *Core) SaveRun(ctx context.Context, r store.Run, turns, cost budget.Scope) error {
-	args := append(runArgs(r), string(turns), string(cost))
+	all := runArgs(r)
+	args := make([]any, 0, len(saveRunArgs)+2)
+	for _, i := range saveRunArgs {
+		args = append(args, all[i])
+	}
+	args = append(args, string(turns), string(cost))
 	return c.write(ctx, "save run "+r.ID, func(tx Tx) error {
 		n, err := tx.Exec(ctx, saveRunQuery, args...)
 		if err != nil || n > 0 {

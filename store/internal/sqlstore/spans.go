@@ -11,11 +11,12 @@ import (
 const spanColumns = `span_id, trace_id, parent_id, run_id, kind, name, start_ns, end_ns, status, attrs, events`
 
 var upsertSpan = `INSERT INTO spans (` + spanColumns + `) VALUES (` + placeholders(11) + `)
-	ON CONFLICT (span_id) DO UPDATE SET trace_id = excluded.trace_id, parent_id = excluded.parent_id,
-	run_id = excluded.run_id, kind = excluded.kind, name = excluded.name, start_ns = excluded.start_ns,
+	ON CONFLICT (run_id, span_id) DO UPDATE SET trace_id = excluded.trace_id, parent_id = excluded.parent_id,
+	kind = excluded.kind, name = excluded.name, start_ns = excluded.start_ns,
 	end_ns = excluded.end_ns, status = excluded.status, attrs = excluded.attrs, events = excluded.events`
 
-// WriteSpans stores spans in one transaction; a stored span id is replaced.
+// WriteSpans stores spans in one transaction; a span with a stored run id
+// and span id is replaced.
 // Attributes and events are encoded before the transaction starts, so a
 // value that cannot be encoded fails the batch without writing any of it.
 func (c *Core) WriteSpans(ctx context.Context, spans []trace.Span) error {

@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/belay-run/belay/trace"
+)
+
+// TestMigrateSpansToV2 takes a file at schema version 1 holding spans of
+// two runs to the current version: every span is kept with all its
+// columns, a rewrite of a kept span replaces it, and the same span id under
+// another run is a second span.
+func TestMigrateSpansToV2(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "belay.db")
+	db, err := sql.Open("sqlite", path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := step(ctx, db, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][]any{
+		{"s-b", "t1", "s-a", "r1", "model", "chat m", int64(20), int64(30), "ok", `{"k":"v"}`, nil},
+		{"s-a", "t1", "", "r1", "run", "invoke_agent", int64(10), nil, "unset", nil, `[{"name":"e","time_ns":15}]`},
+		{"s-c", "t2", "", "r2", "run", "invoke_agent", int64(5), int64(6), "error", nil, nil},
+	} {
+		if _, err := db.Exec(`INSERT INTO spans (span_id, trace_id, parent_id, run_id, kind, name, start_ns, end_ns,
+			status, attrs, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := version(ctx, s.Backend().(*backend).w); err != nil || v != len(migrations) {
+		t.Fatalf("version after Open = %d, %v; want %d", v, err, len(migrations))
+	}
+	got, err := s.RunSpans(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].SpanID != "s-a" || got[1].SpanID != "s-b" {
+		t.Fatalf("r1 spans after migration = %+v; want s-a then s-b", got)
+	}
+	a, b := got[0], got[1]
+	if a.Start.UnixNano() != 10 || !a.End.IsZero() || a.Kind != "run" || a.Name != "invoke_agent" ||
+		len(a.Events) != 1 || a.Events[0].Name != "e" || a.TraceID != "t1" {
+		t.Errorf("s-a after migration = %+v", a)
+	}
+	if b.ParentID != "s-a" || b.End.UnixNano() != 30 || b.Status != "ok" || b.Attrs["k"] != "v" {
+		t.Errorf("s-b after migration = %+v", b)
+	}
+
+	b.Status = "error"
+	other := b
+	other.RunID = "r2"
+	if err := s.WriteSpans(ctx, []trace.Span{b, other}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.RunSpans(ctx, "r1"); len(got) != 2 || got[1].Status != "error" {
+		t.Errorf("r1 after rewriting s-b = %+v; want 2 spans, s-b with status error", got)
+	}
+	if got, _ := s.RunSpans(ctx, "r2"); len(got) != 2 || got[0].SpanID != "s-c" || got[1].SpanID != "s-b" {
+		t.Errorf("r2 after writing s-b under it = %+v; want s-c, s-b", got)
+	}
+}
