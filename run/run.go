@@ -60,6 +60,11 @@ type Run struct {
 	privateOpen int
 	freshSpec   bool // started with Spec.Fresh (for Manager.EndFresh)
 	single      bool // Spec.Single: the run ends with its one step
+	// withCreate: the step admitted in memory of a Single run, whose
+	// spends (createSpends) are written with the record's creation
+	// (store.RunSpender), in one write. Under mu.
+	withCreate   *Admitted
+	createSpends []budget.Reservation
 	// pendingBG: ledger writes of settled steps not done yet (see
 	// Run.background); Flush waits for them and the run stays in memory.
 	pendingBG int
@@ -421,11 +426,16 @@ func (r *Run) startWrite() bool {
 // evicts the run when it has ended.
 func (r *Run) recordWritten(err error) {
 	r.mu.Lock()
+	var step *Admitted
 	if err != nil { // given up: the next persist starts afresh
 		r.writing, r.dirty = false, false
+		step, r.withCreate, r.createSpends = r.withCreate, nil, nil // lost with the record (logged)
 	}
 	r.written.Broadcast()
 	r.mu.Unlock()
+	if step != nil {
+		step.privateWritten()
+	}
 	if r.isEnded() {
 		r.m.evict(r, false)
 	}
@@ -508,13 +518,30 @@ func (r *Run) writeRecord(ctx context.Context) error {
 	created := r.created
 	r.mu.Unlock()
 	if !created {
-		err := r.m.st.CreateRun(ctx, r.Record())
+		r.mu.Lock()
+		step, spends := r.withCreate, r.createSpends
+		r.mu.Unlock()
+		var err error
+		if step != nil {
+			// A conflict: an earlier try committed before its answer was
+			// lost (the id is this process's own), spends included.
+			err = r.m.st.(store.RunSpender).CreateRunSpent(ctx, r.Record(), spends)
+		} else {
+			err = r.m.st.CreateRun(ctx, r.Record())
+		}
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 		r.mu.Lock()
 		r.created = true
+		r.withCreate, r.createSpends = nil, nil
 		r.mu.Unlock()
+		if step != nil {
+			step.privateWritten()
+			if step.scopes != nil {
+				r.alerts(ctx, step.scopes, step.tb)
+			}
+		}
 		if err == nil {
 			return nil
 		}

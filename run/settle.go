@@ -118,22 +118,27 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	}
 	fe := failure.As(o.Err)
 	stop := fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason)
-	if !stop {
-		// Before the background write: the run's one record write is
-		// its ending.
-		r.endSingle(o.Err)
+	if a.spendWithCreate(cost) {
+		// A Single run's step admitted in memory: its spend goes with the
+		// record's creation, when the run ends below (one write).
+	} else {
+		if !stop {
+			// Before the background write: the run's one record write is
+			// its ending.
+			r.endSingle(o.Err)
+		}
+		r.background(ctx, func(ctx context.Context) {
+			if covered {
+				_ = a.charge(ctx, cost) // a step admitted in memory is marked written by spend
+			}
+			if a.scopes != nil {
+				r.alerts(ctx, a.scopes, a.tb)
+			}
+			if !r.single || stop {
+				r.persistHere(ctx)
+			}
+		})
 	}
-	r.background(ctx, func(ctx context.Context) {
-		if covered {
-			_ = a.charge(ctx, cost) // a step admitted in memory is marked written by spend
-		}
-		if a.scopes != nil {
-			r.alerts(ctx, a.scopes, a.tb)
-		}
-		if !r.single || stop {
-			r.persistHere(ctx)
-		}
-	})
 
 	r.m.sink.Record(a.modelSpan(u, o, cost, estimated))
 	for i, at := range o.Attempts {
@@ -145,9 +150,33 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	}
 	if stop {
 		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
+	} else {
+		r.endSingle(o.Err) // a no-op when the run has ended above
 	}
 	r.stepClosed()
 	return err
+}
+
+// spendWithCreate reports whether a's spend of cost is to be written with
+// the run record's creation (store.RunSpender): a is the step of a Single
+// run admitted in memory, and the record is not written yet. It then
+// notes the spend on the run. Its turn needs no ledger entry: a Single run
+// has one.
+func (a *Admitted) spendWithCreate(cost budget.USD) bool {
+	r := a.r
+	if _, ok := r.m.st.(store.RunSpender); !ok || !r.single {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !a.private || r.created || r.withCreate != nil {
+		return false
+	}
+	r.withCreate = a
+	if cost > 0 {
+		r.createSpends = []budget.Reservation{{Owner: r.m.owner, Amount: cost, Spend: true, Scopes: unlimited(a.scopes)}}
+	}
+	return true
 }
 
 // charge settles the reservation at cost, or records the spend with a
@@ -289,7 +318,7 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	r.mu.Lock()
 	private := a.private
 	r.mu.Unlock()
-	if private { // admitted in memory: its turn goes to the ledger now
+	if private && !a.spendWithCreate(0) { // admitted in memory: its turn goes to the ledger now
 		r.background(ctx, func(ctx context.Context) { _ = a.charge(ctx, 0) })
 	}
 	if a.step.Kind == KindModel {

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -19,6 +20,7 @@ type countWrites struct {
 	Store
 	mu                   sync.Mutex
 	creates, saves, upds int
+	spent                int // creates with spends (store.RunSpender)
 	created              []store.Run
 }
 
@@ -44,10 +46,29 @@ func (c *countWrites) SaveRun(ctx context.Context, r store.Run, turns, cost budg
 	return c.Store.(store.RunSaver).SaveRun(ctx, r, turns, cost)
 }
 
+// countSpender is countWrites over a store.RunSpender.
+type countSpender struct{ *countWrites }
+
+func (c countSpender) CreateRunSpent(ctx context.Context, r store.Run, spends []budget.Reservation) error {
+	c.mu.Lock()
+	c.creates++
+	c.spent++
+	c.created = append(c.created, r)
+	c.mu.Unlock()
+	return c.Store.(store.RunSpender).CreateRunSpent(ctx, r, spends)
+}
+
 // A Spec.Single run (the gateway's run of a call whose client names none)
 // ends with its one step, by its outcome, with one record write that is
-// already the ending, and leaves memory.
+// already the ending (with its spend, on a store.RunSpender), and leaves
+// memory.
 func TestSingleRunEndsWithItsStep(t *testing.T) {
+	for _, spender := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spender=%v", spender), func(t *testing.T) { testSingleRunEnds(t, spender) })
+	}
+}
+
+func testSingleRunEnds(t *testing.T, spender bool) {
 	for _, tc := range []struct {
 		name   string
 		finish func(a *Admitted) error
@@ -66,6 +87,9 @@ func TestSingleRunEndsWithItsStep(t *testing.T) {
 			f := newFixture(t, func(c *Config) { c.FirstStepInMemory = true })
 			cw := &countWrites{Store: f.st}
 			f.m.st = cw
+			if spender {
+				f.m.st = countSpender{cw}
+			}
 			r := f.start(t, Spec{ID: "one", Fresh: true, Single: true})
 			a, err := r.Admit(context.Background(), modelStep(cents(10)))
 			if err != nil {
@@ -82,14 +106,21 @@ func TestSingleRunEndsWithItsStep(t *testing.T) {
 				t.Errorf("failed record without its error: %+v", rec)
 			}
 			cw.mu.Lock()
-			creates, saves, upds, first := cw.creates, cw.saves, cw.upds, cw.created[0]
+			creates, saves, upds, first, spent := cw.creates, cw.saves, cw.upds, cw.created[0], cw.spent
 			cw.mu.Unlock()
+			if spender != (spent == 1) {
+				t.Errorf("%d creates with spends; want 1 on a store.RunSpender, else 0", spent)
+			}
 			if creates != 1 || saves != 0 || upds != 0 || first.Status != tc.status {
 				t.Errorf("record writes: %d creates (first %s), %d saves, %d updates; want one create, already %s",
 					creates, first.Status, saves, upds, tc.status)
 			}
 			if got := f.balance(t, budget.RunScope("one")); got.Settled != tc.cost || got.Reserved != 0 {
 				t.Errorf("ledger of the run = %+v; want %s settled, nothing reserved", got, tc.cost)
+			}
+			tenant := budget.TenantScope(DefaultTenant, "", rec.Started)
+			if got := f.balance(t, tenant); got.Settled != tc.cost || got.Reserved != 0 {
+				t.Errorf("ledger of the tenant = %+v; want %s settled, nothing reserved", got, tc.cost)
 			}
 			if n := f.m.Live(); n != 0 {
 				t.Errorf("%d runs in memory after the single step; want 0", n)

@@ -116,6 +116,20 @@ type RunSaver interface {
 	SaveRun(ctx context.Context, r Run, turns, cost budget.Scope) error
 }
 
+// RunSpender is implemented by stores that create a run record together
+// with the spends it made (the stores belay ships): the whole record of a
+// run that no other process knew (the gateway's run of one call) in one
+// write.
+type RunSpender interface {
+	// CreateRunSpent creates r and applies spends in one transaction. Each
+	// spend is a budget.Reservation with Spend set, checked and added to
+	// its scopes as ReserveAll does, and not kept by id (its ID may be
+	// empty). The creation makes the write safe to repeat: when r.ID is
+	// stored, nothing is written and the error wraps ErrConflict. A spend
+	// that does not fit writes nothing either (budget.ErrExceeded).
+	CreateRunSpent(ctx context.Context, r Run, spends []budget.Reservation) error
+}
+
 // Spans stores trace spans.
 type Spans interface {
 	// WriteSpans stores a batch in one transaction. A span whose RunID and

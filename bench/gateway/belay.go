@@ -91,7 +91,11 @@ func startBelay(ctx context.Context, bin, dir, name, cfgText, storeURL string) (
 	if storeURL != "" {
 		store = storeURL
 	}
-	cmd := exec.CommandContext(ctx, bin, "serve", "--config", cfgPath, "--listen", addr, "--store", store)
+	args := []string{"serve", "--config", cfgPath, "--listen", addr, "--store", store}
+	if cpuProfileDir != "" {
+		args = append(args, "--cpuprofile", filepath.Join(cpuProfileDir, name+".cpu"))
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	c, err := startChild(ctx, name, cmd, filepath.Join(dir, name+".log"), false, 0)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +16,7 @@ import (
 func serverCommands() []*cobra.Command { return []*cobra.Command{serveCmd(), simCmd()} }
 
 func serveCmd() *cobra.Command {
-	var listen, file, storeURL string
+	var listen, file, storeURL, cpuProfile string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the OpenAI- and Anthropic-compatible gateway (point an agent's base URL at it)",
@@ -42,6 +43,13 @@ fresh machine.`,
 			if storeURL != "" {
 				cfg.Store = storeURL
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return badInput(err)
+				}
+				defer stop()
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s)\n", cfg.Listen, cfg.Store)
 			if err := gateway.Serve(cmd.Context(), cfg); err != nil {
 				return exit(1, err)
@@ -53,7 +61,25 @@ fresh machine.`,
 	f.StringVar(&listen, "listen", "", "address to listen on (default from the config, else 127.0.0.1:4000)")
 	f.StringVar(&file, "config", "", "YAML config file (models, retry, breaker, limits, tenants, tools, ...)")
 	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH or postgres://URL (default from the config, else sqlite://belay.db)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile (go tool pprof) to this file until the gateway stops")
 	return c
+}
+
+// startCPUProfile starts a CPU profile written to path; stop ends it and
+// closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func simCmd() *cobra.Command {

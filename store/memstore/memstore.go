@@ -178,6 +178,36 @@ func (s *Store) CreateRun(_ context.Context, r store.Run) error {
 	return nil
 }
 
+// CreateRunSpent creates r and applies spends at once (see
+// store.RunSpender).
+func (s *Store) CreateRunSpent(ctx context.Context, r store.Run, spends []budget.Reservation) error {
+	if r.ID == "" {
+		return errors.New("memstore: run without an id")
+	}
+	rs := make([]budget.Reservation, len(spends))
+	for i, sp := range spends {
+		if !sp.Spend {
+			return fmt.Errorf("memstore: create run %s: reservation %q is not a spend", r.ID, sp.ID)
+		}
+		sp.ID = "" // applied to its scopes only
+		rs[i] = sp
+	}
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.runs[r.ID]; ok {
+		return fmt.Errorf("%w: run %q exists", store.ErrConflict, r.ID)
+	}
+	if len(rs) > 0 {
+		if err := s.ledger.ReserveAll(ctx, rs); err != nil {
+			return err
+		}
+	}
+	s.runs[r.ID] = copyRun(r)
+	return nil
+}
+
 // UpdateRun replaces the record of r.ID (store.ErrNotFound if absent).
 func (s *Store) UpdateRun(_ context.Context, r store.Run) error {
 	if err := s.lock(); err != nil {

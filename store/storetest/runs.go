@@ -171,3 +171,57 @@ func testSaveRun(t *testing.T, s store.Store) {
 		t.Fatalf("an ended record's write was refused: %+v", got)
 	}
 }
+
+// testCreateRunSpent checks store.RunSpender: the record and its spends
+// land together, a repeat writes nothing again, and a spend that does not
+// fit writes neither.
+func testCreateRunSpent(t *testing.T, s store.Store) {
+	sp, ok := s.(store.RunSpender)
+	if !ok {
+		t.Skip("the store has no store.RunSpender")
+	}
+	ctx := context.Background()
+	tenant, runScope := budget.Scope("tenant:acme:2026-11"), budget.RunScope("one")
+	r := sampleRun("one", "acme", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	r.Status, r.Ended, r.Turns, r.Cost = store.RunSucceeded, r.Started.Add(time.Second), 1, budget.Micros(3000)
+	spends := []budget.Reservation{{ID: "ignored", Owner: "p", Amount: budget.Micros(3000), Spend: true,
+		Scopes: []budget.ScopeLimit{{Scope: runScope}, {Scope: tenant, Limit: budget.Micros(5000)}}}}
+	must(t, sp.CreateRunSpent(ctx, r, spends))
+	got, err := s.GetRun(ctx, "one")
+	must(t, err)
+	sameRun(t, got, r)
+	for _, sc := range []budget.Scope{runScope, tenant} {
+		if b, err := s.Balance(ctx, sc); err != nil || b.Settled != budget.Micros(3000) || b.Reserved != 0 {
+			t.Fatalf("balance of %s = %+v, %v; want 3000µ$ settled", sc, b, err)
+		}
+	}
+	// A repeat (an answer lost after the commit) is a conflict and spends
+	// nothing again.
+	if err := sp.CreateRunSpent(ctx, r, spends); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CreateRunSpent again: %v, want ErrConflict", err)
+	}
+	if b, _ := s.Balance(ctx, tenant); b.Settled != budget.Micros(3000) {
+		t.Fatalf("a repeated CreateRunSpent spent again: %+v", b)
+	}
+	// The tenant's limit refuses the next spend: neither the record nor
+	// the spend lands.
+	r2 := r
+	r2.ID = "two"
+	err = sp.CreateRunSpent(ctx, r2, spends)
+	if !errors.Is(err, budget.ErrExceeded) {
+		t.Fatalf("CreateRunSpent over the tenant limit: %v, want ErrExceeded", err)
+	}
+	if _, err := s.GetRun(ctx, "two"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused CreateRunSpent left its record: %v", err)
+	}
+	if b, _ := s.Balance(ctx, budget.RunScope("two")); b.Settled != 0 {
+		t.Fatalf("a refused CreateRunSpent left a spend: %+v", b)
+	}
+	// No spends: the record alone.
+	r3 := r
+	r3.ID = "three"
+	must(t, sp.CreateRunSpent(ctx, r3, nil))
+	if _, err := s.GetRun(ctx, "three"); err != nil {
+		t.Fatal(err)
+	}
+}

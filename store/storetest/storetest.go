@@ -46,6 +46,7 @@ type Opener func(t *testing.T) store.Store
 func Run(t *testing.T, open Opener) {
 	t.Run("Runs", func(t *testing.T) { testRuns(t, open(t)) })
 	t.Run("SaveRun", func(t *testing.T) { testSaveRun(t, open(t)) })
+	t.Run("CreateRunSpent", func(t *testing.T) { testCreateRunSpent(t, open(t)) })
 	t.Run("RunsList", func(t *testing.T) { testRunsList(t, open(t)) })
 	t.Run("Spans", func(t *testing.T) { testSpans(t, open(t)) })
 	t.Run("SpanAttrs", func(t *testing.T) { testSpanAttrs(t, open(t)) })

@@ -47,18 +47,54 @@ func scanRun(s interface{ Scan(...any) error }) (store.Run, error) {
 	return r, nil
 }
 
+var createRunQuery = `INSERT INTO runs (` + runColumns + `) VALUES (` + placeholders(20) + `) ON CONFLICT (id) DO NOTHING`
+
 // CreateRun inserts r; an existing id is store.ErrConflict.
 func (c *Core) CreateRun(ctx context.Context, r store.Run) error {
 	if r.ID == "" {
 		return fmt.Errorf("%s: create run: %w: empty id", c.name, codec.ErrInvalid)
 	}
-	q := `INSERT INTO runs (` + runColumns + `) VALUES (` + placeholders(20) + `) ON CONFLICT (id) DO NOTHING`
 	return c.write(ctx, "create run "+r.ID, func(tx Tx) error {
-		n, err := tx.Exec(ctx, q, runArgs(r)...)
+		n, err := tx.Exec(ctx, createRunQuery, runArgs(r)...)
 		if err == nil && n == 0 {
 			err = store.ErrConflict
 		}
 		return err
+	})
+}
+
+// CreateRunSpent creates r and applies spends in one transaction (see
+// store.RunSpender).
+func (c *Core) CreateRunSpent(ctx context.Context, r store.Run, spends []budget.Reservation) error {
+	if r.ID == "" {
+		return fmt.Errorf("%s: create run: %w: empty id", c.name, codec.ErrInvalid)
+	}
+	all := make([][]budget.ScopeLimit, len(spends))
+	for i, sp := range spends {
+		if !sp.Spend {
+			return fmt.Errorf("%s: create run %s: %w: reservation %q is not a spend", c.name, r.ID, codec.ErrInvalid, sp.ID)
+		}
+		scopes, err := codec.Scopes(sp)
+		if err != nil {
+			return fmt.Errorf("%s: create run %s: %w", c.name, r.ID, err)
+		}
+		all[i] = scopes
+	}
+	return c.write(ctx, "create run "+r.ID, func(tx Tx) error {
+		n, err := tx.Exec(ctx, createRunQuery, runArgs(r)...)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return store.ErrConflict
+		}
+		for i, sp := range spends {
+			sp.ID = "" // applied to its scopes only: the record makes the write safe to repeat
+			if err := c.reserve(ctx, tx, sp, all[i]); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
