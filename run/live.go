@@ -122,9 +122,9 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 			return nil, err
 		}
 	}
-	r := m.newRun(rec)
+	r := m.newRun(rec, s.Single)
 	r.ttl = s.IdleTTL
-	r.created, r.fresh, r.freshSpec, r.single = !s.Fresh, s.Fresh, s.Fresh, s.Single
+	r.created, r.fresh, r.freshSpec = !s.Fresh, s.Fresh, s.Fresh
 	m.publish(s.ID, e, r, nil)
 	if !s.Fresh { // a Fresh run's span is written when it ends, like its record
 		m.sink.Record(r.runSpan())
@@ -142,7 +142,7 @@ func (m *Manager) publish(id string, e *entry, r *Run, err error) {
 		if m.live[id] == e {
 			delete(m.live, id)
 		}
-		if r != nil {
+		if r != nil && !r.single {
 			m.idle[id] = weak.Make(r)
 		}
 	}
@@ -198,7 +198,7 @@ func (m *Manager) load(ctx context.Context, id string, e *entry, held *Run) (*Ru
 		m.publish(id, e, nil, err)
 		return nil, err
 	}
-	r := m.newRun(rec)
+	r := m.newRun(rec, false)
 	m.publish(id, e, r, nil)
 	if r.isEnded() {
 		return r, nil
@@ -246,7 +246,9 @@ func (m *Manager) evict(r *Run, idle bool) bool {
 		return false
 	}
 	delete(m.live, r.id)
-	m.idle[r.id] = weak.Make(r)
+	if !r.single { // a Single run is over once evicted: Get reads its record
+		m.idle[r.id] = weak.Make(r)
+	}
 	return true
 }
 

@@ -71,13 +71,17 @@ type Run struct {
 }
 
 // newRun builds the object for rec; a record that has ended gives an ended
-// run. The deadline is armed by arm, once the run is in the live table.
-func (m *Manager) newRun(rec store.Run) *Run {
+// run. The deadline is armed by arm, once the run is in the live table. A
+// Single run has no timer of its own: its one step's context carries the
+// deadline (see Admit), and once ended it is not kept as a weak reference.
+func (m *Manager) newRun(rec store.Run, single bool) *Run {
 	r := &Run{m: m, id: rec.ID, tenant: rec.Tenant, rec: rec, open: map[*Admitted]struct{}{},
-		traceID: traceIDFor(rec.ID), spanID: runSpanIDFor(rec.ID), lastActive: m.now()}
+		traceID: traceIDFor(rec.ID), spanID: runSpanIDFor(rec.ID), lastActive: m.now(), single: single}
 	r.written = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
-	m.track(r)
+	if !single {
+		m.track(r)
+	}
 	if rec.Status != store.RunRunning {
 		r.ended, r.drained = true, true
 		r.cancel(failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", rec.ID, errEnded, rec.Status)))
@@ -85,8 +89,9 @@ func (m *Manager) newRun(rec store.Run) *Run {
 	}
 	if rec.Limits.Deadline > 0 {
 		r.deadline = rec.Started.Add(rec.Limits.Deadline)
-		cause := &failure.Error{Kind: failure.Fatal, Reason: failure.DeadlineExceeded,
-			Message: fmt.Sprintf("run deadline of %v passed", rec.Limits.Deadline)}
+	}
+	if rec.Limits.Deadline > 0 && !single {
+		cause := r.deadlineFailure()
 		var cancelT context.CancelFunc
 		r.ctx, cancelT = context.WithTimeoutCause(r.ctx, r.deadline.Sub(m.now()), cause)
 		parentCancel := r.cancel
@@ -95,11 +100,17 @@ func (m *Manager) newRun(rec store.Run) *Run {
 	return r
 }
 
+// deadlineFailure is the cause a run's context ends with at its deadline.
+func (r *Run) deadlineFailure() *failure.Error {
+	return &failure.Error{Kind: failure.Fatal, Reason: failure.DeadlineExceeded,
+		Message: fmt.Sprintf("run deadline of %v passed", r.rec.Limits.Deadline)}
+}
+
 // arm makes the run stop (DeadlineExceeded) when its deadline passes; its
 // context is canceled then in any case. It is called once the run is in
 // the live table, so a deadline already past stops a run the table holds.
 func (r *Run) arm() {
-	if r.deadline.IsZero() {
+	if r.deadline.IsZero() || r.single {
 		return
 	}
 	r.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
@@ -204,6 +205,46 @@ func TestSingleRunAdmissionFails(t *testing.T) {
 		}
 		if rec, err := st.GetRun(ctx, "down"); err != nil || rec.Status != store.RunFailed {
 			t.Errorf("stored record = %+v, %v; want failed", rec, err)
+		}
+	})
+}
+
+// A Single run has no timer of its own: its step's context ends at the
+// run's deadline, with the run's DeadlineExceeded cause.
+func TestSingleRunDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		r, err := m.Start(ctx, Spec{ID: "slow", Fresh: true, Single: true, Limits: store.Limits{Deadline: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := r.Admit(ctx, modelStep(cents(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(999 * time.Millisecond)
+		if a.Context().Err() != nil {
+			t.Fatal("the step's context ended before the run's deadline")
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if a.Context().Err() == nil {
+			t.Fatal("the step's context outlived the run's deadline")
+		}
+		fe := wantReason(t, context.Cause(a.Context()), failure.DeadlineExceeded, failure.Fatal)
+		if err := a.Fail(ctx, fe); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if rec := r.Record(); rec.Status != store.RunStopped || rec.StopReason != string(failure.DeadlineExceeded) {
+			t.Errorf("record = %+v; want stopped deadline_exceeded", rec)
 		}
 	})
 }

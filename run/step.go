@@ -54,11 +54,14 @@ type Admitted struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	stopAF func() bool
-	resID  string // "" when nothing was reserved
-	scopes []budget.ScopeLimit
-	tb     TenantBudget
-	start  time.Time
-	spanID string
+	// stopDeadline frees the deadline of a Single run's step (nil for
+	// other runs: the run's context has it).
+	stopDeadline context.CancelFunc
+	resID        string // "" when nothing was reserved
+	scopes       []budget.ScopeLimit
+	tb           TenantBudget
+	start        time.Time
+	spanID       string
 	// private: admitted in memory, the first step of a Spec.Fresh run;
 	// turnUnwritten: its turn is not in the ledger yet. Under r.mu.
 	private, turnUnwritten bool
@@ -126,6 +129,11 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	}
 	now := r.m.now()
 	a := &Admitted{r: r, step: s, start: now, spanID: newSpanID()}
+	if r.single && !r.deadline.IsZero() {
+		// A Single run has no timer of its own (see newRun): its step's
+		// context ends at the run's deadline.
+		ctx, a.stopDeadline = context.WithDeadlineCause(ctx, r.deadline, r.deadlineFailure())
+	}
 	a.ctx, a.cancel = context.WithCancelCause(ctx)
 	a.stopAF = context.AfterFunc(r.ctx, func() { a.cancel(context.Cause(r.ctx)) })
 
@@ -458,6 +466,9 @@ func (r *Run) refuse(ctx context.Context, a *Admitted, fe *failure.Error) error 
 func (a *Admitted) done() {
 	a.stopAF()
 	a.cancel(nil)
+	if a.stopDeadline != nil {
+		a.stopDeadline()
+	}
 }
 
 func (a *Admitted) releaseReservation(ctx context.Context) {
