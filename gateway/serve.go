@@ -169,8 +169,10 @@ func (d deferredSpans) WriteSpans(ctx context.Context, spans []trace.Span) error
 func (st *Stack) Close(ctx context.Context) error {
 	var errs []error
 	if st.Runs != nil {
-		// The runs the gateway named itself end now, by their last
-		// call's outcome, instead of staying "running" in the store.
+		// The runs the gateway named itself (each one call) that are
+		// still open end now: a call in flight (a long stream) is
+		// stopped softly, finishes and is charged, instead of its run
+		// staying "running" in the store.
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		n, err := st.Runs.EndFresh(ectx)
 		cancel()

@@ -65,6 +65,7 @@ type Run struct {
 	// (store.RunSpender), in one write. Under mu.
 	withCreate   *Admitted
 	createSpends []budget.Reservation
+	creating     bool // writeRecord is creating the record
 	// pendingBG: ledger writes of settled steps not done yet (see
 	// Run.background); Flush waits for them and the run stays in memory.
 	pendingBG int
@@ -529,16 +530,34 @@ func (r *Run) writeRecord(ctx context.Context) error {
 	created := r.created
 	r.mu.Unlock()
 	if !created {
+		// From here a step that settles hands its spend to no create
+		// (spendWithCreate): this one may have read its spends already.
 		r.mu.Lock()
 		step, spends := r.withCreate, r.createSpends
+		r.creating = true
 		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.creating = false
+			r.mu.Unlock()
+		}()
+		rec := r.Record()
 		var err error
 		if step != nil {
-			// A conflict: an earlier try committed before its answer was
-			// lost (the id is this process's own), spends included.
-			err = r.m.st.(store.RunSpender).CreateRunSpent(ctx, r.Record(), spends)
+			err = r.m.st.(store.RunSpender).CreateRunSpent(ctx, rec, spends)
+			if errors.Is(err, store.ErrConflict) && !r.storedIsOurs(ctx, rec) {
+				// Another process created the run (its id reached it
+				// while the step ran): the spends were not written with
+				// it. Their ids make this write safe to repeat.
+				if _, rerr := r.m.reserve(ctx, spends); rerr != nil && !errors.Is(rerr, store.ErrConflict) {
+					return rerr
+				}
+			}
 		} else {
-			err = r.m.st.CreateRun(ctx, r.Record())
+			// A conflict: an earlier try committed before its answer was
+			// lost (the id is this process's own), or another process
+			// created the run; either way, the record is saved below.
+			err = r.m.st.CreateRun(ctx, rec)
 		}
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
@@ -575,6 +594,17 @@ func (r *Run) writeRecord(ctx context.Context) error {
 		err = saver.SaveRun(ctx, r.Record(), turns, cost)
 	}
 	return err
+}
+
+// storedIsOurs reports whether the stored record of the run is rec, as an
+// earlier try of this process's CreateRunSpent wrote it before its answer
+// was lost (same start and end, to the nanosecond): then its spends are in
+// the ledger. A record another process created has its own start. A read
+// that fails counts as not ours: the spends are written again, by id.
+func (r *Run) storedIsOurs(ctx context.Context, rec store.Run) bool {
+	stored, err := r.m.st.GetRun(ctx, r.id)
+	return err == nil && stored.Started.Equal(rec.Started) && stored.Ended.Equal(rec.Ended) &&
+		stored.Status == rec.Status && stored.Cost == rec.Cost
 }
 
 // ledgerScopes returns the ledger scopes a run's record is raised to: its

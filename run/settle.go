@@ -134,7 +134,10 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 			if a.scopes != nil {
 				r.alerts(ctx, a.scopes, a.tb)
 			}
-			if !r.single || stop {
+			if !r.single || stop || ended {
+				// A Single run that had ended before its step closed
+				// (a kill, a shutdown) has its record written already:
+				// this write brings the step's counts.
 				r.persistHere(ctx)
 			}
 		})
@@ -169,12 +172,15 @@ func (a *Admitted) spendWithCreate(cost budget.USD) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !a.private || r.created || r.withCreate != nil {
+	if !a.private || r.created || r.creating || r.withCreate != nil {
 		return false
 	}
 	r.withCreate = a
 	if cost > 0 {
-		r.createSpends = []budget.Reservation{{Owner: r.m.owner, Amount: cost, Spend: true, Scopes: unlimited(a.scopes)}}
+		// The id is used only if another process created the run first
+		// (see writeRecord): the spend is then written on its own.
+		r.createSpends = []budget.Reservation{{ID: ids.New(), Owner: r.m.owner, Amount: cost, Spend: true,
+			Scopes: unlimited(a.scopes)}}
 	}
 	return true
 }
@@ -331,7 +337,7 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	if fe := failure.As(err); fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason) {
 		perr = r.persist(ctx)
 		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
-	} else if r.single {
+	} else if r.single && !r.isEnded() {
 		r.endSingle(err) // its record write is the ending's
 	} else {
 		perr = r.persist(ctx)

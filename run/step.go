@@ -147,8 +147,9 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	}
 	r.mu.Lock()
 	ferr := r.checkLocked(s, now)
-	if ferr == nil && r.single && r.rec.Turns+r.rec.ToolCalls > 0 {
-		// Not a limit of the run: the run goes on with its one step.
+	if r.single && !r.ended && r.rec.Turns+r.rec.ToolCalls > 0 && (ferr == nil || ferr.Reason != failure.Killed) {
+		// Not a limit of the run, whatever limit a second step would
+		// pass: the run goes on with its one step.
 		r.mu.Unlock()
 		a.done()
 		return nil, refusal(failure.MaxTurnsExceeded, "run %s is a single call, which is in flight "+

@@ -134,8 +134,8 @@ type RunSpender interface {
 type Spans interface {
 	// WriteSpans stores a batch in one transaction. A span whose RunID and
 	// SpanID are already stored replaces it (a span may be written when it
-	// starts and again when it ends); spans are keyed by the pair, so one
-	// span id under two runs is two spans.
+	// starts and again when it ends). Span ids are random (trace.NewID):
+	// one span id under two runs is not supported.
 	WriteSpans(ctx context.Context, spans []trace.Span) error
 	// RunSpans returns a run's spans ordered by start time, then span id.
 	RunSpans(ctx context.Context, runID string) ([]trace.Span, error)

@@ -122,11 +122,12 @@ CREATE TABLE goldens (
 	canonical BYTEA NOT NULL
 );
 `,
-	// 2: spans keyed by (run_id, span_id), the key store/sqlite uses (one
-	// upsert for both); the run index is that key now.
+	// 2: a unique key on (run_id, span_id), the key store/sqlite uses (one
+	// upsert for both), which is also the run index now. The span_id key
+	// stays: replicas of the previous release, still serving during a
+	// rolling upgrade, upsert ON CONFLICT (span_id).
 	`
-ALTER TABLE spans DROP CONSTRAINT spans_pkey;
-ALTER TABLE spans ADD PRIMARY KEY (run_id, span_id);
+CREATE UNIQUE INDEX spans_by_run_span ON spans (run_id, span_id);
 DROP INDEX spans_by_run;
 `,
 }

@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/belay-run/belay/trace"
+	"github.com/jackc/pgx/v5"
+)
+
+// Review finding (session 3): a schema at version 1 holding spans, opened by this binary: every
+// span is kept, and upserts work on the new key.
+func TestReview3MigrateSpansV1ToV2(t *testing.T) {
+	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
+	if base == "" {
+		t.Skip("BELAY_TEST_POSTGRES_URL not set: PostgreSQL tests need a server; set it to e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("belay_review3_%016x", rand.Uint64())
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
+	if _, err := admin.Exec(ctx, "SET search_path TO "+name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, migrations[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, `CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied TIMESTAMPTZ NOT NULL DEFAULT now());
+		INSERT INTO schema_migrations (version) VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][]any{
+		{"s-b", "t1", "s-a", "r1", "model", "chat m", int64(20), int64(30), "ok", `{"k":"v"}`, nil},
+		{"s-a", "t1", "", "r1", "run", "invoke_agent", int64(10), nil, "unset", nil, nil},
+		{"s-c", "t2", "", "r2", "run", "invoke_agent", int64(5), int64(6), "error", nil, nil},
+	} {
+		if _, err := admin.Exec(ctx, `INSERT INTO spans (span_id, trace_id, parent_id, run_id, kind, name, start_ns, end_ns,
+			status, attrs, events) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`, r...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.RunSpans(ctx, "r1")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("r1 spans = %+v, %v", got, err)
+	}
+	b := got[1]
+	b.Status = "error"
+	if err := s.WriteSpans(ctx, []trace.Span{b}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.RunSpans(ctx, "r1"); len(got) != 2 || got[1].Status != "error" {
+		t.Errorf("r1 = %+v", got)
+	}
+	if got, _ := s.RunSpans(ctx, "r2"); len(got) != 1 || got[0].SpanID != "s-c" {
+		t.Errorf("r2 = %+v", got)
+	}
+}
+
+// Review finding (session 3): rolling upgrade. A replica of the previous release (schema 1) is
+// still serving when a new one migrates the schema to 2; its span upsert
+// (ON CONFLICT (span_id)) then fails on every write.
+func TestReview3OldReplicaSpanUpsertAfterMigration(t *testing.T) {
+	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
+	if base == "" {
+		t.Skip("BELAY_TEST_POSTGRES_URL not set: PostgreSQL tests need a server; set it to e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("belay_review3_%016x", rand.Uint64())
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old := `INSERT INTO spans (span_id, trace_id, parent_id, run_id, kind, name, start_ns, end_ns, status, attrs, events)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)
+		ON CONFLICT (span_id) DO UPDATE SET status = excluded.status`
+	if _, err := s.Pool().Exec(ctx, old, "s1", "t", "", "r1", "run", "x", int64(1), nil, "ok", nil, nil); err != nil {
+		t.Errorf("the previous release's span upsert on the migrated schema: %v", err)
+	}
+}
