@@ -108,6 +108,11 @@ func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.Ha
 func (s *Server) adminRuns(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := store.RunFilter{Tenant: q.Get("tenant"), Status: store.RunStatus(q.Get("status"))}
+	switch f.Status {
+	case "", store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunStopped:
+	default:
+		return badRequest("status: want running, succeeded, failed or stopped")
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -265,7 +270,7 @@ func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, cont
 // itself (Killer), else in the store.
 func (s *Server) setKill(ctx context.Context, k store.Kill) error {
 	if kl, ok := s.runs.(Killer); ok {
-		return kl.Kill(ctx, k.Target, k.Name, k.Reason)
+		return kl.SetKill(ctx, k)
 	}
 	return s.store.SetKill(ctx, k)
 }

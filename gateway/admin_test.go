@@ -73,8 +73,16 @@ func TestAdminAPI(t *testing.T) {
 	if !errors.As(err, &oe) || oe.StatusCode != 403 || oe.Code != "killed" {
 		t.Fatalf("after kill: %v", err)
 	}
+	// The flag stored is the one the answer showed (newcomer finding,
+	// session 3: the answer said by "admin", the store the process name).
+	if kills, _ := h.store.ListKills(ctx); len(kills) != 1 || kills[0].By != "admin" {
+		t.Errorf("kills after an admin kill = %+v; want one, by admin", kills)
+	}
 	if st, _ := h.admin("POST", "/admin/kill", `{"target":"planet","name":"x"}`, "adm-key"); st != 400 {
 		t.Errorf("bad target: %d", st)
+	}
+	if st, _ := h.admin("GET", "/admin/runs?status=bogus", "", "adm-key"); st != 400 {
+		t.Errorf("runs with an unknown status: %d, want 400", st)
 	}
 	if st, _ := h.admin("DELETE", "/admin/kill?target=run&name=adm-run", "", "adm-key"); st != 200 {
 		t.Errorf("unkill: %d", st)

@@ -43,7 +43,7 @@ type runTurns struct {
 // in this process, before the admin call returns). The admin API uses it
 // when present, and writes the store directly otherwise.
 type Killer interface {
-	Kill(ctx context.Context, target store.KillTarget, name, reason string) error
+	SetKill(ctx context.Context, k store.Kill) error
 	Unkill(ctx context.Context, target store.KillTarget, name string) error
 }
 
@@ -72,9 +72,7 @@ func (t *runTurns) Disabled(d route.Deployment) bool {
 	return ok
 }
 
-func (t *runTurns) Kill(ctx context.Context, target store.KillTarget, name, reason string) error {
-	return t.m.Kill(ctx, target, name, reason)
-}
+func (t *runTurns) SetKill(ctx context.Context, k store.Kill) error { return t.m.SetKill(ctx, k) }
 
 func (t *runTurns) Unkill(ctx context.Context, target store.KillTarget, name string) error {
 	return t.m.Unkill(ctx, target, name)

@@ -120,6 +120,13 @@ func killFailure(k store.Kill) *failure.Error {
 // applies in this process (until the next poll replaces the view) and the
 // error is returned.
 func (m *Manager) Kill(ctx context.Context, target store.KillTarget, name, reason string) error {
+	return m.SetKill(ctx, store.Kill{Target: target, Name: name, Reason: reason})
+}
+
+// SetKill is Kill with the whole flag: k.By (default the Manager's Owner)
+// and k.At (default now) are stored as given.
+func (m *Manager) SetKill(ctx context.Context, k store.Kill) error {
+	target, name := k.Target, k.Name
 	switch target {
 	case store.KillAll, store.KillRun, store.KillTenant, store.KillTool, store.KillModel, store.KillDeployment:
 	default:
@@ -128,7 +135,12 @@ func (m *Manager) Kill(ctx context.Context, target store.KillTarget, name, reaso
 	if target != store.KillAll && name == "" {
 		return fmt.Errorf("run: kill %s needs a name", target)
 	}
-	k := store.Kill{Target: target, Name: name, Reason: reason, By: m.owner, At: m.now()}
+	if k.By == "" {
+		k.By = m.owner
+	}
+	if k.At.IsZero() {
+		k.At = m.now()
+	}
 	if target == store.KillAll {
 		k.Name = ""
 	}

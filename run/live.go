@@ -45,10 +45,9 @@ type Spec struct {
 	// Single says the run is one step (the gateway's run for a call whose
 	// client names none): it ends when that step closes — succeeded, or
 	// failed with the step's error — or when its admission fails, and
-	// leaves memory once its record is written. A second step admitted
-	// while the first is open is refused (MaxTurnsExceeded, without
-	// stopping the run); one after the end is refused as for any ended
-	// run. With Fresh, the record is written once, already ended.
+	// leaves memory once its record is written. A second step is refused
+	// with RunEnded, while the first is open (without stopping the run)
+	// and after the end. With Fresh, the record is written once, already ended.
 	Single bool
 }
 
@@ -142,7 +141,7 @@ func (m *Manager) publish(id string, e *entry, r *Run, err error) {
 		if m.live[id] == e {
 			delete(m.live, id)
 		}
-		if r != nil && !r.single {
+		if r != nil {
 			m.idle[id] = weak.Make(r)
 		}
 	}
@@ -246,9 +245,7 @@ func (m *Manager) evict(r *Run, idle bool) bool {
 		return false
 	}
 	delete(m.live, r.id)
-	if !r.single { // a Single run is over once evicted: Get reads its record
-		m.idle[r.id] = weak.Make(r)
-	}
+	m.idle[r.id] = weak.Make(r)
 	return true
 }
 

@@ -144,8 +144,8 @@ func TestReview3SingleSecondCallStopsRunWithLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = r.Admit(ctx, step) // the client sent the id back
-			if fe := failure.As(err); fe == nil || fe.Reason != failure.MaxTurnsExceeded {
-				t.Errorf("second step: %v; want max_turns_exceeded", err)
+			if fe := failure.As(err); fe == nil || fe.Reason != failure.RunEnded {
+				t.Errorf("second step: %v; want run_ended", err)
 			}
 			if err := a.Settle(ctx, usage(2, 1), Outcome{}); err != nil {
 				t.Fatal(err)

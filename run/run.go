@@ -74,15 +74,13 @@ type Run struct {
 // newRun builds the object for rec; a record that has ended gives an ended
 // run. The deadline is armed by arm, once the run is in the live table. A
 // Single run has no timer of its own: its one step's context carries the
-// deadline (see Admit), and once ended it is not kept as a weak reference.
+// deadline (see Admit).
 func (m *Manager) newRun(rec store.Run, single bool) *Run {
 	r := &Run{m: m, id: rec.ID, tenant: rec.Tenant, rec: rec, open: map[*Admitted]struct{}{},
 		traceID: traceIDFor(rec.ID), spanID: runSpanIDFor(rec.ID), lastActive: m.now(), single: single}
 	r.written = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
-	if !single {
-		m.track(r)
-	}
+	m.track(r)
 	if rec.Status != store.RunRunning {
 		r.ended, r.drained = true, true
 		r.cancel(failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", rec.ID, errEnded, rec.Status)))
@@ -262,6 +260,11 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 	first := !r.ended
 	if first {
 		r.ended, r.endCause = true, cause
+		if idle {
+			// Its record is written in the background below: until then
+			// the run may not be evicted (Flush and Get find it).
+			r.dirty = true
+		}
 		r.rec.Status, r.rec.Ended = status, r.m.now()
 		if idle && !r.lastActive.Before(r.rec.Started) {
 			r.rec.Ended = r.lastActive // ended by its idle time: it was last active then
@@ -721,5 +724,10 @@ func (r *Run) alerts(ctx context.Context, scopes []budget.ScopeLimit, tb TenantB
 		if r.m.cfg.OnAlert != nil {
 			r.m.cfg.OnAlert(a)
 		}
+	}
+	if len(fired) > 0 && r.isEnded() {
+		// The run's span was written at its end (a Single run's, before
+		// its spend landed): write it again with the alert events.
+		r.m.sink.Record(r.runSpan())
 	}
 }

@@ -123,6 +123,7 @@ func testSingleRunEnds(t *testing.T, spender bool) {
 			if got := f.balance(t, tenant); got.Settled != tc.cost || got.Reserved != 0 {
 				t.Errorf("ledger of the tenant = %+v; want %s settled, nothing reserved", got, tc.cost)
 			}
+			f.m.sweep() // evicts what may go (a write that just ended evicts it too, a moment later)
 			if n := f.m.Live(); n != 0 {
 				t.Errorf("%d runs in memory after the single step; want 0", n)
 			}
@@ -157,7 +158,7 @@ func TestSingleRunRefusesASecondStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.Admit(ctx, modelStep(cents(10)))
-	wantReason(t, err, failure.MaxTurnsExceeded, failure.Fatal)
+	wantReason(t, err, failure.RunEnded, failure.Fatal)
 	if a.Context().Err() != nil {
 		t.Fatal("the refusal of a second step canceled the first")
 	}
@@ -247,4 +248,40 @@ func TestSingleRunDeadline(t *testing.T) {
 			t.Errorf("record = %+v; want stopped deadline_exceeded", rec)
 		}
 	})
+}
+
+// Newcomer finding (session 3): a tenant alert fired by a Single run's
+// step was recorded as an event after the run's span had been written at
+// its end, so no trace showed it. The run span is written again with it.
+func TestSingleRunAlertInTrace(t *testing.T) {
+	for _, inMemory := range []bool{true, false} {
+		t.Run(fmt.Sprintf("first-step-in-memory=%v", inMemory), func(t *testing.T) {
+			f := newFixture(t, func(c *Config) {
+				c.FirstStepInMemory = inMemory
+				c.TenantBudgets = map[string]TenantBudget{DefaultTenant: {Limit: budget.Dollars(1), AlertAt: []float64{0.01}}}
+			})
+			r := f.start(t, Spec{ID: "one", Fresh: true, Single: true})
+			a, err := r.Admit(context.Background(), modelStep(cents(10)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Settle(context.Background(), usage(2, 1), Outcome{}); err != nil {
+				t.Fatal(err)
+			}
+			if rec := f.stored(t, "one"); rec.Status != store.RunSucceeded {
+				t.Fatalf("record = %+v", rec)
+			}
+			runs := f.sink.byKind(trace.KindRun)
+			if len(runs) != 1 {
+				t.Fatalf("run spans: %+v", runs)
+			}
+			found := false
+			for _, e := range runs[0].Events {
+				found = found || e.Name == "budget.alert"
+			}
+			if !found {
+				t.Errorf("the run span's events %+v have no budget.alert", runs[0].Events)
+			}
+		})
+	}
 }

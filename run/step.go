@@ -152,7 +152,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		// pass: the run goes on with its one step.
 		r.mu.Unlock()
 		a.done()
-		return nil, refusal(failure.MaxTurnsExceeded, "run %s is a single call, which is in flight "+
+		return nil, refusal(failure.RunEnded, "run %s takes no more calls: it is a single call, still in flight "+
 			"(send X-Belay-Run-Id to group calls in a run)", r.id)
 	}
 	private := false
