@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/belay-run/belay/trace"
@@ -70,5 +72,42 @@ func TestMigrateSpansToV2(t *testing.T) {
 	}
 	if got, _ := s.RunSpans(ctx, "r2"); len(got) != 2 || got[0].SpanID != "s-c" || got[1].SpanID != "s-b" {
 		t.Errorf("r2 after writing s-b under it = %+v; want s-c, s-b", got)
+	}
+}
+
+// TestListRunsUsesIndexes checks that the run listings read an index in
+// order (schema version 3 made the indexes ascending; ListRuns orders
+// newest first): no temporary b-tree sorts the runs.
+func TestListRunsUsesIndexes(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db := s.Backend().(*backend).w
+	for _, q := range []string{
+		`SELECT id FROM runs ORDER BY started_ns DESC, id DESC LIMIT 100`,
+		`SELECT id FROM runs WHERE tenant = 'acme' ORDER BY started_ns DESC, id DESC LIMIT 100`,
+		`SELECT id FROM runs WHERE tenant = 'acme' AND started_ns < 5 ORDER BY started_ns DESC, id DESC LIMIT 100`,
+	} {
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		joined := fmt.Sprint(plan)
+		if !strings.Contains(joined, "runs_by_") || strings.Contains(joined, "TEMP B-TREE") {
+			t.Errorf("plan of %s: %v; want an index read in order", q, plan)
+		}
 	}
 }

@@ -116,8 +116,27 @@ func Labels(l map[string]string) *string {
 	if len(l) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(l) // a map[string]string always marshals
-	s := string(b)
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the order json.Marshal gives
+	b := append(make([]byte, 0, 64), '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok1, ok2 bool
+		b, ok1 = appendString(b, k)
+		b = append(b, ':')
+		if b, ok2 = appendString(b, l[k]); !ok1 || !ok2 {
+			// Invalid UTF-8: json.Marshal's replacement characters.
+			j, _ := json.Marshal(l) // a map[string]string always marshals
+			s := string(j)
+			return &s
+		}
+	}
+	s := string(append(b, '}'))
 	return &s
 }
 
