@@ -120,7 +120,7 @@ func (c *call) serve() (int, error) {
 		return c.storeUnavailable(err)
 	}
 	ctx := turn.Context()
-	if dl := turn.Deadline(); !dl.IsZero() {
+	if dl := turn.Deadline(); !dl.IsZero() && !deadlineBy(ctx, dl) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
@@ -156,6 +156,12 @@ func (c *call) serve() (int, error) {
 		return c.refuseUpstream(asFailure(err))
 	}
 	return c.writeAnswer()
+}
+
+// deadlineBy reports whether ctx already ends at or before dl.
+func deadlineBy(ctx context.Context, dl time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && !d.After(dl)
 }
 
 // attempt is the route's attempt function: one try on deployment d.
