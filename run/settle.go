@@ -68,6 +68,9 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	if !a.close() {
 		return ErrSettled
 	}
+	// The step is closed: the run's end below must not cancel it (the
+	// callback would run in a goroutine of its own).
+	a.stopAF()
 	defer a.done()
 	ctx = context.WithoutCancel(ctx)
 	r := a.r
@@ -317,6 +320,9 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	if !a.close() {
 		return ErrSettled
 	}
+	// The step is closed: the run's end below must not cancel it (the
+	// callback would run in a goroutine of its own).
+	a.stopAF()
 	defer a.done()
 	ctx = context.WithoutCancel(ctx)
 	a.releaseReservation(ctx)

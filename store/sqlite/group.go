@@ -23,8 +23,8 @@ import (
 //
 // Writes marked store.Deferrable (settles and records written in the
 // background) wait in their own queue: the writer takes the other writes
-// first, and holds a deferrable one up to linger so that the ones that
-// follow share its transaction. A write on a request path never waits for
+// first, and holds a deferrable one for linger so that the ones that
+// follow share its transaction (up to maxBatch; more wait for the next). A write on a request path never waits for
 // that delay: it ends it.
 const (
 	maxBatch   = 128
@@ -144,29 +144,20 @@ next:
 				}
 				batch = append(batch, r)
 			}
-			// Hold a deferrable write for the ones that follow, until the
-			// batch is full or linger has passed; a request-path write
-			// that comes meanwhile ends the wait and runs first.
+			// Hold a deferrable write for the ones that follow, until
+			// linger has passed; a request-path write that comes meanwhile
+			// ends the wait and runs first. The deferrable writes that
+			// follow wait in their channel meanwhile (taken by drain), so
+			// that each does not wake this goroutine.
 			hold.Reset(linger)
-		wait:
-			for len(batch) < maxBatch && lazy != nil {
-				select {
-				case r, ok := <-lazy:
-					if !ok {
-						lazy = nil
-						break wait
-					}
-					batch = append(batch, r)
-				case r, ok := <-queue:
-					hold.Stop()
-					held = append(held, batch...)
-					queue = g.urgent(batch[:0], r, ok, queue)
-					continue next
-				case <-hold.C:
-					break wait
-				}
+			select {
+			case r, ok := <-queue:
+				hold.Stop()
+				held = append(held, batch...)
+				queue = g.urgent(batch[:0], r, ok, queue)
+				continue next
+			case <-hold.C:
 			}
-			hold.Stop()
 		}
 		batch = drain(batch, lazy)
 		// A request-path write that comes while this batch runs preempts it.
