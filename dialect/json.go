@@ -24,18 +24,42 @@ var ErrNotObject = errors.New("dialect: request body is not a JSON object")
 // It returns ErrNotObject (wrapped with detail) when body is not a single
 // valid JSON object. It does not modify body.
 func RewriteModel(body []byte, model string) ([]byte, error) {
+	return rewriteModel(body, model, false)
+}
+
+// RewriteModelValid is RewriteModel for a body the caller knows is valid
+// JSON (json.Unmarshal accepted it, as the dialects' ParseRequest does): it
+// does not check the whole body again. A body that is not a JSON object is
+// still ErrNotObject; other invalid JSON gives an unspecified result.
+func RewriteModelValid(body []byte, model string) ([]byte, error) {
+	return rewriteModel(body, model, true)
+}
+
+func rewriteModel(body []byte, model string, valid bool) ([]byte, error) {
+	var buf [64]byte
+	return setMember(body, "model", appendString(buf[:0], model), valid)
+}
+
+// SetMemberValid returns body, which the caller knows is one valid JSON
+// object (as RewriteModelValid), with the value of every top-level member
+// named key replaced by value (JSON text), or, when there is none, with
+// key: value inserted as the first member. Every other byte is kept.
+func SetMemberValid(body []byte, key string, value []byte) ([]byte, error) {
+	return setMember(body, key, value, true)
+}
+
+func setMember(body []byte, key string, value []byte, valid bool) ([]byte, error) {
 	var spanBuf [2][2]int
-	spans, open, err := topLevelValueSpans(spanBuf[:0], body, "model")
+	spans, open, err := topLevelValueSpans(spanBuf[:0], body, key, valid)
 	if err != nil {
 		return nil, err
 	}
-	var buf [64]byte
-	quoted := appendString(buf[:0], model)
-	out := make([]byte, 0, len(body)+len(quoted))
+	out := make([]byte, 0, len(body)+len(key)+len(value)+4)
 	if len(spans) == 0 {
 		out = append(out, body[:open+1]...)
-		out = append(out, `"model":`...)
-		out = append(out, quoted...)
+		out = appendString(out, key)
+		out = append(out, ':')
+		out = append(out, value...)
 		if !emptyObject(body[open+1:]) {
 			out = append(out, ',')
 		}
@@ -44,7 +68,7 @@ func RewriteModel(body []byte, model string) ([]byte, error) {
 	prev := 0
 	for _, s := range spans {
 		out = append(out, body[prev:s[0]]...)
-		out = append(out, quoted...)
+		out = append(out, value...)
 		prev = s[1]
 	}
 	return append(out, body[prev:]...), nil
@@ -74,9 +98,9 @@ func emptyObject(rest []byte) bool {
 // values of every top-level member named key, and returns them with the
 // offset of the opening brace. Its errors are those of scanMembers
 // (ErrNotObject).
-func topLevelValueSpans(dst [][2]int, body []byte, key string) (spans [][2]int, open int, err error) {
+func topLevelValueSpans(dst [][2]int, body []byte, key string, valid bool) (spans [][2]int, open int, err error) {
 	spans = dst
-	open, err = scanMembers(body, func(name []byte, start, end int) {
+	open, err = scanMembers(body, valid, func(name []byte, start, end int) {
 		if string(name) == key {
 			spans = append(spans, [2]int{start, end})
 		}

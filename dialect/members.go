@@ -22,7 +22,7 @@ import (
 // around the object is allowed. It does not modify body and is safe for
 // concurrent use.
 func EachMember(body []byte, fn func(name, value []byte)) error {
-	_, err := scanMembers(body, func(name []byte, start, end int) { fn(name, body[start:end]) })
+	_, err := scanMembers(body, false, func(name []byte, start, end int) { fn(name, body[start:end]) })
 	return err
 }
 
@@ -57,15 +57,19 @@ func DecodeMember(body []byte, name string, v any) error {
 // scanMembers calls fn for each top-level member of the JSON object body
 // with its name (escapes decoded) and the [start, end) byte offsets of its
 // value, and returns the offset of the opening brace. It checks body with
-// json.Valid first, so the scan itself only has to find where each value
+// json.Valid first (unless valid says the caller has: json.Unmarshal
+// accepted it), so the scan itself only has to find where each value
 // ends: strings are skipped to their unescaped closing quote, arrays and
 // objects to the bracket that closes their depth.
-func scanMembers(body []byte, fn func(name []byte, start, end int)) (open int, err error) {
-	if !json.Valid(body) {
+func scanMembers(body []byte, valid bool, fn func(name []byte, start, end int)) (open int, err error) {
+	if !valid && !json.Valid(body) {
 		var v json.RawMessage
 		return 0, fmt.Errorf("%w: %v", ErrNotObject, json.Unmarshal(body, &v))
 	}
 	open = skipSpace(body, 0)
+	if open == len(body) {
+		return 0, fmt.Errorf("%w: empty", ErrNotObject)
+	}
 	if body[open] != '{' {
 		return 0, fmt.Errorf("%w: starts with %c", ErrNotObject, body[open])
 	}

@@ -79,7 +79,7 @@ func checkSpans(t *testing.T, body string) {
 	t.Helper()
 	for _, key := range []string{"model", "a", "", "\xff", "mo\"del"} {
 		want, wantOpen, wantErr := decoderSpans([]byte(body), key)
-		got, open, err := topLevelValueSpans(nil, []byte(body), key)
+		got, open, err := topLevelValueSpans(nil, []byte(body), key, false)
 		if (err != nil) != (wantErr != nil) {
 			t.Fatalf("%q key %q: err %v, decoder err %v", body, key, err, wantErr)
 		}
@@ -91,6 +91,12 @@ func checkSpans(t *testing.T, body string) {
 		}
 		if !reflect.DeepEqual(got, want) || open != wantOpen {
 			t.Fatalf("%q key %q: spans %v open %d, decoder %v open %d", body, key, got, open, want, wantOpen)
+		}
+		// A body known to be valid (RewriteModelValid) scans the same
+		// without the check.
+		got, open, err = topLevelValueSpans(nil, []byte(body), key, true)
+		if err != nil || !reflect.DeepEqual(got, want) || open != wantOpen {
+			t.Fatalf("%q key %q, unchecked: spans %v open %d err %v, decoder %v open %d", body, key, got, open, err, want, wantOpen)
 		}
 	}
 }
@@ -205,5 +211,25 @@ func BenchmarkRewriteModel(b *testing.B) {
 		if _, err := RewriteModel(body, "gpt-4o-mini"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// SetMemberValid replaces every top-level value of the key, or inserts
+// the member first, and keeps every other byte.
+func TestSetMemberValid(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"m","stream":true}`, `{"stream_options":{"include_usage":true},"model":"m","stream":true}`},
+		{`{}`, `{"stream_options":{"include_usage":true}}`},
+		{` { } `, ` {"stream_options":{"include_usage":true} } `},
+		{`{"stream_options": {"x":1}, "m": [1, {"stream_options":2}]}`, `{"stream_options": {"include_usage":true}, "m": [1, {"stream_options":2}]}`},
+		{`{"stream_options":null,"a":1,"stream_options":{}}`, `{"stream_options":{"include_usage":true},"a":1,"stream_options":{"include_usage":true}}`},
+	} {
+		got, err := SetMemberValid([]byte(tc.body), "stream_options", []byte(`{"include_usage":true}`))
+		if err != nil || string(got) != tc.want {
+			t.Errorf("SetMemberValid(%s) = %s, %v; want %s", tc.body, got, err, tc.want)
+		}
+	}
+	if _, err := SetMemberValid([]byte(`[1]`), "k", []byte(`1`)); !errors.Is(err, ErrNotObject) {
+		t.Errorf("SetMemberValid of an array: %v, want ErrNotObject", err)
 	}
 }

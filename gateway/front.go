@@ -62,18 +62,12 @@ type streamFollower interface {
 	usage() (dialect.Usage, bool)
 }
 
-// setMember returns body (a JSON object) with the top-level member key set
-// to value. Members are re-encoded in sorted order; values are kept as
-// sent.
+// setMember returns body (a JSON object the request parser has decoded)
+// with the top-level member key set to value; every other byte is kept.
 func setMember(body []byte, key string, value any) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, err
-	}
 	v, err := json.Marshal(value)
 	if err != nil {
 		return nil, err
 	}
-	m[key] = v
-	return json.Marshal(m)
+	return dialect.SetMemberValid(body, key, v)
 }

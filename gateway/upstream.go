@@ -74,7 +74,7 @@ var forwardHeaders = []string{"Anthropic-Version", "Anthropic-Beta", "Openai-Bet
 // wd enforces). sent is set once the request was written in full: from
 // then on the provider may bill it. The caller closes the body.
 func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent *atomic.Bool) (*http.Response, error) {
-	body, err := dialect.RewriteModel(c.req.body, d.Model)
+	body, err := dialect.RewriteModelValid(c.req.body, d.Model) // parse decoded it
 	if err != nil {
 		return nil, failure.Wrap(failure.InvalidRequest, err)
 	}
