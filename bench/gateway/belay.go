@@ -42,10 +42,15 @@ const (
 	// breakerThreshold is the consecutive failures that open a breaker in
 	// the reliability config: belay's default.
 	breakerThreshold = 10
-	// stormRetry is the retry setting of the reliability config: a third of
-	// storm's attempts fail, so a call gets up to 12 attempts over its two
-	// deployments (0.53^12 < 0.1%), as in examples/refund-agent/storm-belay.yaml.
-	stormRetry = "max_attempts: 6, chain_max_attempts: 12"
+	// stormRetry is the retry setting of the reliability config: about half
+	// of storm's attempts fail, so a call gets up to 12 attempts over its
+	// two deployments (0.54^12 < 0.1%), as in
+	// examples/refund-agent/storm-belay.yaml. The retry budget allows
+	// retries in flight up to half the requests in flight (default: a
+	// fifth): storm's hangs hold a retry for the 2s first-byte timeout, and
+	// at a fifth, at 64 concurrent calls, the budget refused retries that
+	// the chain needed (calls then failed with attempts left).
+	stormRetry = "max_attempts: 6, chain_max_attempts: 12, budget_ratio: 0.5"
 )
 
 // simConfig is belay over its built-in simulator: alias "storm" with two
