@@ -167,6 +167,19 @@ type writeTx struct {
 	b   *backend
 	tx  *sql.Tx
 	ctx context.Context
+	// stmts are the prepared statements bound to tx, each bound once per
+	// transaction (a batch runs one statement many times).
+	stmts map[*sql.Stmt]*sql.Stmt
+}
+
+// bound returns s bound to the transaction.
+func (t writeTx) bound(s *sql.Stmt) *sql.Stmt {
+	ts, ok := t.stmts[s]
+	if !ok {
+		ts = t.tx.StmtContext(t.ctx, s)
+		t.stmts[s] = ts
+	}
+	return ts
 }
 
 func (t writeTx) Exec(_ context.Context, q string, args ...any) (int64, error) {
@@ -175,7 +188,7 @@ func (t writeTx) Exec(_ context.Context, q string, args ...any) (int64, error) {
 	var res sql.Result
 	var err error
 	if s := t.b.stmt(q); s != nil {
-		res, err = t.tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+		res, err = t.bound(s).ExecContext(ctx, args...)
 	} else {
 		res, err = t.tx.ExecContext(ctx, q, args...)
 	}
@@ -197,7 +210,7 @@ func (t writeTx) QueryRow(_ context.Context, q string, args ...any) sqlstore.Row
 	ctx := t.ctx
 	q = t.b.query(q)
 	if s := t.b.stmt(q); s != nil {
-		return row{t.tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)}
+		return row{t.bound(s).QueryRowContext(ctx, args...)}
 	}
 	return row{t.tx.QueryRowContext(ctx, q, args...)}
 }

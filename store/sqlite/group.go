@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -229,7 +230,7 @@ func (g *groupWriter) run(batch []*writeReq, urgent chan *writeReq) (rest []*wri
 		answer(batch, errs)
 		return nil
 	}
-	wt := writeTx{b: g.b, tx: tx, ctx: context.Background()}
+	wt := writeTx{b: g.b, tx: tx, ctx: context.Background(), stmts: map[*sql.Stmt]*sql.Stmt{}}
 	if live == 1 && urgent == nil {
 		for i, r := range batch {
 			if errs[i] == nil {

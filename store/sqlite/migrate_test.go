@@ -8,14 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/trace"
 )
 
-// TestMigrateSpansToV2 takes a file at schema version 1 holding spans of
-// two runs to the current version: every span is kept with all its
-// columns, a rewrite of a kept span replaces it, and the same span id under
-// another run is a second span.
-func TestMigrateSpansToV2(t *testing.T) {
+// TestMigrateFromV1 takes a file at schema version 1 holding a run and
+// spans of two runs to the current version: the run and every span are kept
+// with all their columns, a rewrite of a kept span replaces it, and the
+// same span id under another run is a second span.
+func TestMigrateFromV1(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "belay.db")
 	db, err := sql.Open("sqlite", path+"?_txlock=immediate")
@@ -35,6 +36,12 @@ func TestMigrateSpansToV2(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := db.Exec(`INSERT INTO runs (id, tenant, agent, agent_version, prompt_version, labels, max_turns,
+		deadline_ns, max_tokens, max_cost, status, stop_reason, error, started_ns, ended_ns, turns, tool_calls,
+		input_tokens, output_tokens, cost) VALUES ('run-1', 'acme', 'a', 'v', 'p', '{"k":"v"}', 5, 60, 100, 7, 'failed',
+		'', 'boom', 10, 20, 2, 1, 30, 40, 9)`); err != nil {
+		t.Fatal(err)
+	}
 	db.Close()
 
 	s, err := Open(ctx, path)
@@ -44,6 +51,18 @@ func TestMigrateSpansToV2(t *testing.T) {
 	defer s.Close()
 	if v, err := version(ctx, s.Backend().(*backend).w); err != nil || v != len(migrations) {
 		t.Fatalf("version after Open = %d, %v; want %d", v, err, len(migrations))
+	}
+	run, err := s.GetRun(ctx, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Tenant != "acme" || run.Labels["k"] != "v" || run.Status != "failed" || run.Error != "boom" ||
+		run.Started.UnixNano() != 10 || run.Ended.UnixNano() != 20 || run.Turns != 2 || run.ToolCalls != 1 ||
+		run.InputTokens != 30 || run.OutputTokens != 40 || run.Cost != 9 || run.Limits.MaxTurns != 5 {
+		t.Errorf("run after migration = %+v", run)
+	}
+	if list, err := s.ListRuns(ctx, store.RunFilter{Tenant: "acme"}); err != nil || len(list) != 1 {
+		t.Errorf("ListRuns after migration = %+v, %v", list, err)
 	}
 	got, err := s.RunSpans(ctx, "r1")
 	if err != nil {

@@ -159,6 +159,40 @@ DROP INDEX runs_by_tenant;
 CREATE INDEX runs_by_started ON runs (started_ns, id);
 CREATE INDEX runs_by_tenant ON runs (tenant, started_ns, id);
 `,
+	// 4: runs WITHOUT ROWID, stored in the b-tree of their id: a new run
+	// is three b-tree inserts (the record and two listing indexes), not
+	// four (a rowid table kept the id's unique index besides).
+	`
+CREATE TABLE runs_v4 (
+	id TEXT PRIMARY KEY,
+	tenant TEXT NOT NULL,
+	agent TEXT NOT NULL,
+	agent_version TEXT NOT NULL,
+	prompt_version TEXT NOT NULL,
+	labels TEXT,
+	max_turns INTEGER NOT NULL,
+	deadline_ns INTEGER NOT NULL,
+	max_tokens INTEGER NOT NULL,
+	max_cost INTEGER NOT NULL,
+	status TEXT NOT NULL,
+	stop_reason TEXT NOT NULL,
+	error TEXT NOT NULL,
+	started_ns INTEGER,
+	ended_ns INTEGER,
+	turns INTEGER NOT NULL,
+	tool_calls INTEGER NOT NULL,
+	input_tokens INTEGER NOT NULL,
+	output_tokens INTEGER NOT NULL,
+	cost INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO runs_v4 SELECT id, tenant, agent, agent_version, prompt_version, labels, max_turns, deadline_ns,
+	max_tokens, max_cost, status, stop_reason, error, started_ns, ended_ns, turns, tool_calls, input_tokens,
+	output_tokens, cost FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v4 RENAME TO runs;
+CREATE INDEX runs_by_started ON runs (started_ns, id);
+CREATE INDEX runs_by_tenant ON runs (tenant, started_ns, id);
+`,
 }
 
 // version reads the schema version (0 for a database without one).
