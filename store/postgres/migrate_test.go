@@ -1,39 +1,25 @@
-package postgres
+package postgres_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"net/url"
-	"os"
 	"testing"
 
+	"github.com/belay-run/belay/store/postgres"
 	"github.com/belay-run/belay/trace"
 	"github.com/jackc/pgx/v5"
 )
 
-// Review finding (session 3): a schema at version 1 holding spans, opened by this binary: every
-// span is kept, and upserts work on the new key.
+// Review finding (session 3): a schema at version 1 holding spans, opened
+// by this binary: every span is kept, and upserts work on the new key.
 func TestReview3MigrateSpansV1ToV2(t *testing.T) {
-	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("BELAY_TEST_POSTGRES_URL not set: PostgreSQL tests need a server; set it to e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
+	u := schemaURL(t)
 	ctx := context.Background()
-	name := fmt.Sprintf("belay_review3_%016x", rand.Uint64())
-	admin, err := pgx.Connect(ctx, base)
+	admin, err := pgx.Connect(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
-	if _, err := admin.Exec(ctx, "SET search_path TO "+name); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, migrations[0]); err != nil {
+	if _, err := admin.Exec(ctx, postgres.Migrations[0]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.Exec(ctx, `CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied TIMESTAMPTZ NOT NULL DEFAULT now());
@@ -50,11 +36,7 @@ func TestReview3MigrateSpansV1ToV2(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	s, err := Open(ctx, u.String())
+	s, err := postgres.Open(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,30 +58,12 @@ func TestReview3MigrateSpansV1ToV2(t *testing.T) {
 	}
 }
 
-// Review finding (session 3): rolling upgrade. A replica of the previous release (schema 1) is
-// still serving when a new one migrates the schema to 2; its span upsert
-// (ON CONFLICT (span_id)) then fails on every write.
+// Review finding (session 3): rolling upgrade. A replica of the previous
+// release (schema 1) is still serving when a new one migrates the schema
+// to 2; its span upsert (ON CONFLICT (span_id)) must still work.
 func TestReview3OldReplicaSpanUpsertAfterMigration(t *testing.T) {
-	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("BELAY_TEST_POSTGRES_URL not set: PostgreSQL tests need a server; set it to e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
 	ctx := context.Background()
-	name := fmt.Sprintf("belay_review3_%016x", rand.Uint64())
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	s, err := Open(ctx, u.String())
+	s, err := postgres.Open(ctx, schemaURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
