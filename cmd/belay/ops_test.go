@@ -203,8 +203,9 @@ func TestTraceDiff(t *testing.T) {
 	wantCode(t, err, 1, "traces of r1 and r2 differ in 1 step")
 	wantLines(t, out, "--- r1\n+++ r2\n~ step 5 execute_tool issue_refund: belay.tool.outcome executed -> replayed\n")
 
+	// An unknown run is trouble (2), not a difference (1), as in diff(1).
 	_, _, err = belay(t, url, "trace", "diff", "r1", "ghost")
-	wantCode(t, err, 1, "run ghost not found")
+	wantCode(t, err, 2, "run ghost not found")
 }
 
 func TestGolden(t *testing.T) {
@@ -232,6 +233,10 @@ func TestGolden(t *testing.T) {
 
 	_, _, err = belay(t, url, "trace", "golden", "show", "missing")
 	wantCode(t, err, 1, "golden missing not found")
+	_, _, err = belay(t, url, "trace", "golden", "diff", "missing", "r1")
+	wantCode(t, err, 2, "golden missing not found")
+	_, _, err = belay(t, url, "trace", "golden", "diff", "refund-path", "ghost")
+	wantCode(t, err, 2, "run ghost not found")
 }
 
 func TestApprovals(t *testing.T) {

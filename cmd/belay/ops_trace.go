@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -65,13 +66,14 @@ func traceShowCmd() *cobra.Command {
 func traceDiffCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "diff A B",
-		Short: "Diff the canonical traces of runs A and B (exit 0 equal, 1 different)",
+		Short: "Diff the canonical traces of runs A and B (exit 0 equal, 1 different, 2 trouble)",
 		Long: "Diff the canonical traces of two runs: ids, times, durations, token counts and cost are left out\n" +
 			"(trace.DefaultVolatile), so the diff shows what the runs did differently: steps added, removed or\n" +
-			"changed (status, events, attributes). Exit 0 when equal, 1 when different or a run is unknown.",
+			"changed (status, events, attributes). Exit 0 when equal, 1 when different, 2 when a run is unknown\n" +
+			"or the store cannot be read (as diff(1)).",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+			return diffExit(withStore(cmd, func(ctx context.Context, st store.Store) error {
 				var canon [2][]byte
 				for i, id := range args {
 					_, spans, err := runSpans(ctx, st, id)
@@ -83,9 +85,29 @@ func traceDiffCmd() *cobra.Command {
 					}
 				}
 				return printDiff(cmd.OutOrStdout(), canon[0], canon[1], args[0], args[1])
-			})
+			}))
 		},
 	}
+}
+
+// differError is printDiff's "the traces differ" (exit 1).
+type differError struct{ msg string }
+
+func (e differError) Error() string { return e.msg }
+
+// diffExit gives a diff command's exit: nil (0) when equal, printDiff's
+// error (1) when different, and any other error as exit 2 (an unknown run
+// or golden, a store that cannot be read), so that a script tells a
+// difference from a failure to compare.
+func diffExit(err error) error {
+	if _, ok := errors.AsType[differError](err); err == nil || ok {
+		return err
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return exit(2, ee.err)
+	}
+	return exit(2, err)
 }
 
 // printDiff diffs two canonical traces, prints the result and returns
@@ -104,7 +126,7 @@ func printDiff(w io.Writer, a, b []byte, nameA, nameB string) error {
 	if len(d.Entries) == 1 {
 		steps = "step"
 	}
-	return exit(1, fmt.Errorf("traces of %s and %s differ in %d %s", nameA, nameB, len(d.Entries), steps))
+	return exit(1, differError{fmt.Sprintf("traces of %s and %s differ in %d %s", nameA, nameB, len(d.Entries), steps)})
 }
 
 func goldenCmd() *cobra.Command {
@@ -156,11 +178,11 @@ func goldenCmd() *cobra.Command {
 	}
 	diff := &cobra.Command{
 		Use:   "diff NAME RUN",
-		Short: "Diff RUN's canonical trace against golden NAME (exit 0 equal, 1 different)",
+		Short: "Diff RUN's canonical trace against golden NAME (exit 0 equal, 1 different, 2 trouble)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, id := args[0], args[1]
-			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+			return diffExit(withStore(cmd, func(ctx context.Context, st store.Store) error {
 				golden, _, err := st.Golden(ctx, name)
 				if err != nil {
 					return notFound(err, "golden", name)
@@ -174,7 +196,7 @@ func goldenCmd() *cobra.Command {
 					return fmt.Errorf("run %s: %w", id, err)
 				}
 				return printDiff(cmd.OutOrStdout(), golden, canon, "golden "+name, "run "+id)
-			})
+			}))
 		},
 	}
 	c.AddCommand(save, show, diff)
