@@ -191,6 +191,33 @@ func TestTraceShow(t *testing.T) {
 	wantCode(t, err, 1, "run nope not found")
 }
 
+// Newcomer finding (session 3): a running run's span, written when it
+// started, printed tokens=0/0 cost=$0 under a header with its counts; it
+// shows the record's counts until the run ends.
+func TestTraceShowRunning(t *testing.T) {
+	url := seed(t)
+	ctx := context.Background()
+	st, err := open.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := store.Run{ID: "live", Tenant: "acme", Status: store.RunRunning, Started: t0, Turns: 1,
+		InputTokens: 24, OutputTokens: 86, Cost: budget.Micros(150)}
+	span := trace.Span{TraceID: "t", SpanID: "live-run", RunID: "live", Kind: trace.KindRun, Name: "invoke_agent",
+		Start: t0, Attrs: map[string]any{trace.AttrTenant: "acme", trace.AttrRunStatus: "running",
+			trace.AttrInputTokens: int64(0), trace.AttrOutputTokens: int64(0), trace.AttrCostUSD: 0.0}}
+	if err := st.CreateRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteSpans(ctx, []trace.Span{span}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out, _, err := belay(t, url, "trace", "show", "live")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "run invoke_agent  -  open  tenant=acme status=running tokens=24/86 cost=$0.00015")
+}
+
 func TestTraceDiff(t *testing.T) {
 	url := seed(t)
 	out, _, err := belay(t, url, "trace", "diff", "r1", "r1")

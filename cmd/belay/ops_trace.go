@@ -218,6 +218,24 @@ func writeTrace(w io.Writer, run store.Run, spans []trace.Span, allAttrs bool) e
 		fmt.Fprintln(ew, "(no spans)")
 		return ew.err
 	}
+	if run.Status == store.RunRunning {
+		// The run's span was written when it started; its counts are
+		// the record's until it ends (newcomer finding, session 3: a
+		// running run's span printed tokens=0/0 under the header's
+		// counts).
+		spans = slices.Clone(spans)
+		for i, s := range spans {
+			if s.Kind == trace.KindRun && s.End.IsZero() {
+				a := maps.Clone(s.Attrs)
+				if a == nil {
+					a = map[string]any{}
+				}
+				a[trace.AttrInputTokens], a[trace.AttrOutputTokens] = run.InputTokens, run.OutputTokens
+				a[trace.AttrCostUSD] = run.Cost.Float()
+				spans[i].Attrs = a
+			}
+		}
+	}
 	t := newTree(spans)
 	for _, i := range t.roots {
 		t.write(ew, i, 0, allAttrs)
