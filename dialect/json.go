@@ -17,9 +17,10 @@ var ErrNotObject = errors.New("dialect: request body is not a JSON object")
 // replaced by the JSON string model. Every other byte is kept as it was:
 // member order, whitespace, unknown fields and number spellings survive, so
 // a gateway forwards what the client sent except the model. Nested "model"
-// keys (inside messages or tools) are not touched. When the key appears more
-// than once every occurrence is replaced; when it is absent, it is inserted
-// as the first member.
+// keys (inside messages or tools) are not touched. Every top-level member
+// whose name matches "model" under case folding ("Model" too, which
+// encoding/json reads as the model) is replaced; when there is none,
+// "model" is inserted as the first member.
 //
 // It returns ErrNotObject (wrapped with detail) when body is not a single
 // valid JSON object. It does not modify body.
@@ -42,22 +43,33 @@ func rewriteModel(body []byte, model string, valid bool) ([]byte, error) {
 
 // SetMemberValid returns body, which the caller knows is one valid JSON
 // object (as RewriteModelValid), with the value of every top-level member
-// named key replaced by value (JSON text), or, when there is none, with
-// key: value inserted as the first member. Every other byte is kept.
+// named key (under case folding, as encoding/json reads it) replaced by
+// value (JSON text), or, when there is none, with key: value inserted as the
+// first member. Every other byte is kept.
 func SetMemberValid(body []byte, key string, value []byte) ([]byte, error) {
 	return setMember(body, key, value, true)
 }
 
 func setMember(body []byte, key string, value []byte, valid bool) ([]byte, error) {
-	var spanBuf [2][2]int
-	spans, open, err := topLevelValueSpans(spanBuf[:0], body, key, valid)
+	var spanBuf [2][4]int
+	spans := spanBuf[:0]
+	want := []byte(key)
+	open, err := scanMembers(body, valid, func(name []byte, nameStart, nameEnd, start, end int) {
+		// Under Unicode case folding, as encoding/json matches a member
+		// to a struct field (the parser read "Model" as the model).
+		if bytes.EqualFold(name, want) {
+			spans = append(spans, [4]int{nameStart, nameEnd, start, end})
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(body)+len(key)+len(value)+4)
+	var kbuf [32]byte
+	quotedKey := appendString(kbuf[:0], key)
+	out := make([]byte, 0, len(body)+len(quotedKey)+len(value)+1)
 	if len(spans) == 0 {
 		out = append(out, body[:open+1]...)
-		out = appendString(out, key)
+		out = append(out, quotedKey...)
 		out = append(out, ':')
 		out = append(out, value...)
 		if !emptyObject(body[open+1:]) {
@@ -68,8 +80,16 @@ func setMember(body []byte, key string, value []byte, valid bool) ([]byte, error
 	prev := 0
 	for _, s := range spans {
 		out = append(out, body[prev:s[0]]...)
+		if string(body[s[0]:s[1]]) == string(quotedKey) {
+			out = append(out, body[s[0]:s[1]]...)
+		} else {
+			// "Model", or an escaped spelling: written back as key, so
+			// that a case-sensitive upstream reads it too.
+			out = append(out, quotedKey...)
+		}
+		out = append(out, body[s[1]:s[2]]...) // the colon and its spaces
 		out = append(out, value...)
-		prev = s[1]
+		prev = s[3]
 	}
 	return append(out, body[prev:]...), nil
 }
@@ -92,23 +112,6 @@ func appendString(dst []byte, s string) []byte {
 
 func emptyObject(rest []byte) bool {
 	return bytes.HasPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte("}"))
-}
-
-// topLevelValueSpans appends to dst the [start, end) byte spans of the
-// values of every top-level member named key, and returns them with the
-// offset of the opening brace. Its errors are those of scanMembers
-// (ErrNotObject).
-func topLevelValueSpans(dst [][2]int, body []byte, key string, valid bool) (spans [][2]int, open int, err error) {
-	spans = dst
-	open, err = scanMembers(body, valid, func(name []byte, start, end int) {
-		if string(name) == key {
-			spans = append(spans, [2]int{start, end})
-		}
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return spans, open, nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }

@@ -22,7 +22,7 @@ import (
 // around the object is allowed. It does not modify body and is safe for
 // concurrent use.
 func EachMember(body []byte, fn func(name, value []byte)) error {
-	_, err := scanMembers(body, false, func(name []byte, start, end int) { fn(name, body[start:end]) })
+	_, err := scanMembers(body, false, func(name []byte, _, _, start, end int) { fn(name, body[start:end]) })
 	return err
 }
 
@@ -55,13 +55,13 @@ func DecodeMember(body []byte, name string, v any) error {
 }
 
 // scanMembers calls fn for each top-level member of the JSON object body
-// with its name (escapes decoded) and the [start, end) byte offsets of its
-// value, and returns the offset of the opening brace. It checks body with
+// with its name (escapes decoded), the [nameStart, nameEnd) byte offsets of
+// the quoted name and the [start, end) byte offsets of its value, and returns the offset of the opening brace. It checks body with
 // json.Valid first (unless valid says the caller has: json.Unmarshal
 // accepted it), so the scan itself only has to find where each value
 // ends: strings are skipped to their unescaped closing quote, arrays and
 // objects to the bracket that closes their depth.
-func scanMembers(body []byte, valid bool, fn func(name []byte, start, end int)) (open int, err error) {
+func scanMembers(body []byte, valid bool, fn func(name []byte, nameStart, nameEnd, start, end int)) (open int, err error) {
 	if !valid && !json.Valid(body) {
 		var v json.RawMessage
 		return 0, fmt.Errorf("%w: %v", ErrNotObject, json.Unmarshal(body, &v))
@@ -79,7 +79,7 @@ func scanMembers(body []byte, valid bool, fn func(name []byte, start, end int)) 
 		name := memberName(body[i:nameEnd])
 		start := skipSpace(body, skipSpace(body, nameEnd)+1) // past the colon
 		end := skipValue(body, start)
-		fn(name, start, end)
+		fn(name, i, nameEnd, start, end)
 		i = skipSpace(body, end)
 		if body[i] == ',' {
 			i = skipSpace(body, i+1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -37,6 +38,27 @@ var memberCases = []string{
 	`{"a":"\u12"}`, `{"a":[1}`, `{"a":{]}`, "{\"a\":1}\x00",
 }
 
+// topLevelValueSpans appends to dst the [start, end) byte spans of the
+// values of every top-level member whose name equals key under Unicode
+// case folding (as encoding/json matches struct fields), and returns them with the
+// offset of the opening brace. Its errors are those of scanMembers
+// (ErrNotObject).
+func topLevelValueSpans(dst [][2]int, body []byte, key string, valid bool) (spans [][2]int, open int, err error) {
+	spans = dst
+	want := []byte(key)
+	open, err = scanMembers(body, valid, func(name []byte, _, _, start, end int) {
+		// Under Unicode case folding, as encoding/json matches a member
+		// to a struct field: the parser read "Model" as the model.
+		if bytes.EqualFold(name, want) {
+			spans = append(spans, [2]int{start, end})
+		}
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return spans, open, nil
+}
+
 // decoderSpans is topLevelValueSpans as it was written on json.Decoder,
 // the reference the scanner must agree with.
 func decoderSpans(body []byte, key string) (spans [][2]int, open int, err error) {
@@ -57,7 +79,7 @@ func decoderSpans(body []byte, key string) (spans [][2]int, open int, err error)
 		if err := dec.Decode(&raw); err != nil {
 			return nil, 0, err
 		}
-		if k == key {
+		if strings.EqualFold(k.(string), key) {
 			end := int(dec.InputOffset())
 			start := afterKey
 			for start < end && (body[start] == ':' || isSpace(body[start])) {
@@ -223,6 +245,10 @@ func TestSetMemberValid(t *testing.T) {
 		{` { } `, ` {"stream_options":{"include_usage":true} } `},
 		{`{"stream_options": {"x":1}, "m": [1, {"stream_options":2}]}`, `{"stream_options": {"include_usage":true}, "m": [1, {"stream_options":2}]}`},
 		{`{"stream_options":null,"a":1,"stream_options":{}}`, `{"stream_options":{"include_usage":true},"a":1,"stream_options":{"include_usage":true}}`},
+		// Matched as encoding/json matches (case folding, escapes), and
+		// written back under the key, spacing kept.
+		{`{"Stream_Options" : {"x":1}, "a":1}`, `{"stream_options" : {"include_usage":true}, "a":1}`},
+		{`{"stream\u005foptions":{}}`, `{"stream_options":{"include_usage":true}}`},
 	} {
 		got, err := SetMemberValid([]byte(tc.body), "stream_options", []byte(`{"include_usage":true}`))
 		if err != nil || string(got) != tc.want {

@@ -28,13 +28,15 @@ func (openAIFront) parse(body []byte) (*request, error) {
 	if r.Stream && !r.IncludeUsage() {
 		// Ask upstream for the usage chunk so the call is charged from
 		// real counts; the chunk is stripped from the client's stream.
-		opts := map[string]any{"include_usage": true}
+		opts := map[string]json.RawMessage{"include_usage": json.RawMessage("true")}
 		if r.StreamOptions != nil {
-			var raw map[string]any
+			// The client's other options go on as sent (raw: a number keeps
+			// its digits).
+			var raw map[string]json.RawMessage
 			var sent json.RawMessage
 			if dialect.DecodeMember(body, "stream_options", &sent) == nil && json.Unmarshal(sent, &raw) == nil {
 				for k, v := range raw {
-					if k != "include_usage" {
+					if !strings.EqualFold(k, "include_usage") {
 						opts[k] = v
 					}
 				}

@@ -31,6 +31,9 @@ const (
 	maxBatch   = 128
 	queueDepth = 1024
 	linger     = 2 * time.Millisecond
+	// maxDeferWait is how long request-path batches may keep deferrable
+	// writes waiting before a batch of them runs first.
+	maxDeferWait = 20 * time.Millisecond
 )
 
 // errWriterClosed is returned by writes after Close.
@@ -120,20 +123,41 @@ func (g *groupWriter) loop() {
 	hold := time.NewTimer(linger)
 	hold.Stop()
 	queue, lazy := g.queue, g.lazy
+	// waiting: since when deferrable writes have been kept waiting by
+	// request-path batches (zero: none are). Past maxDeferWait they run
+	// next, whatever request-path writes are queued: under a steady
+	// request-path load from more than maxBatch callers, the request queue
+	// is never empty, and they would never run otherwise.
+	var waiting time.Time
 next:
 	for queue != nil || lazy != nil || len(held) > 0 {
 		batch = batch[:0]
-		// Request-path writes go first, in a transaction of their own.
-		select {
-		case r, ok := <-queue:
-			queue = g.urgent(batch, r, ok, queue)
-			continue
-		default:
+		pending := len(held) > 0 || (lazy != nil && len(lazy) > 0)
+		overdue := pending && !waiting.IsZero() && time.Since(waiting) >= maxDeferWait
+		if !overdue {
+			// Request-path writes go first, in a transaction of their own.
+			select {
+			case r, ok := <-queue:
+				if pending && waiting.IsZero() {
+					waiting = time.Now()
+				}
+				queue = g.urgent(batch, r, ok, queue)
+				continue
+			default:
+			}
 		}
-		if len(held) > 0 {
+		switch {
+		case len(held) > 0:
 			batch = append(batch, held...)
 			held = held[:0]
-		} else {
+		case overdue: // pending: the channel holds one
+			r, ok := <-lazy
+			if !ok {
+				lazy = nil
+				continue
+			}
+			batch = append(batch, r)
+		default:
 			select {
 			case r, ok := <-queue:
 				queue = g.urgent(batch, r, ok, queue)
@@ -161,9 +185,18 @@ next:
 			}
 		}
 		batch = drain(batch, lazy)
-		// A request-path write that comes while this batch runs preempts it.
-		if rest := g.run(batch, queue); len(rest) > 0 {
+		// A request-path write that comes while this batch runs preempts
+		// it, unless the batch is overdue.
+		preempt := queue
+		if overdue {
+			preempt = nil
+		}
+		if rest := g.run(batch, preempt); len(rest) > 0 {
 			held = append(held, rest...)
+		}
+		waiting = time.Time{}
+		if len(held) > 0 {
+			waiting = time.Now()
 		}
 		clear(batch)
 		g.b.prepareIfWanted(g.ctx)
