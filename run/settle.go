@@ -121,15 +121,9 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	}
 	fe := failure.As(o.Err)
 	stop := fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason)
-	if a.spendWithCreate(cost) {
-		// A Single run's step admitted in memory: its spend goes with the
-		// record's creation, when the run ends below (one write).
-	} else {
-		if !stop {
-			// Before the background write: the run's one record write is
-			// its ending.
-			r.endSingle(o.Err)
-		}
+	// A Single run's step admitted in memory: its spend goes with the
+	// record's creation, when the run ends below (one write).
+	if !a.spendWithCreate(cost) {
 		r.background(ctx, func(ctx context.Context) {
 			if covered {
 				_ = a.charge(ctx, cost) // a step admitted in memory is marked written by spend
@@ -137,10 +131,11 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 			if a.scopes != nil {
 				r.alerts(ctx, a.scopes, a.tb)
 			}
+			// A Single run that has not ended writes its record once,
+			// when it ends below; one that had ended before its step
+			// closed (a kill, a shutdown) has it written already, and
+			// this write brings the step's counts.
 			if !r.single || stop || ended {
-				// A Single run that had ended before its step closed
-				// (a kill, a shutdown) has its record written already:
-				// this write brings the step's counts.
 				r.persistHere(ctx)
 			}
 		})
@@ -157,7 +152,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	if stop {
 		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
 	} else {
-		r.endSingle(o.Err) // a no-op when the run has ended above
+		r.endSingle(o.Err) // a no-op unless Single and still running
 	}
 	r.stepClosed()
 	return err
