@@ -18,6 +18,21 @@ func adv2Upstream(t *testing.T, body []byte) map[string]json.RawMessage {
 	return m
 }
 
+// toUpstream parses body as the OpenAI front does and returns the request
+// with the body belay sends to a deployment of model.
+func toUpstream(t *testing.T, body []byte, model string) (*request, []byte) {
+	t.Helper()
+	req, err := openAIFront{}.parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := dialect.RewriteModelValid(req.body, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req, up
+}
+
 // A streaming request whose stream_options member is spelled with another
 // case: belay's parser (encoding/json, case-insensitive) reads it as
 // stream_options with include_usage false, so belay asks for the usage
@@ -25,14 +40,7 @@ func adv2Upstream(t *testing.T, body []byte) map[string]json.RawMessage {
 // second member instead of replacing the client's.
 func TestReview3bStreamOptionsCasing(t *testing.T) {
 	body := []byte(`{"model":"gpt-4o-mini","stream":true,"Stream_Options":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}`)
-	req, err := openAIFront{}.parse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := dialect.RewriteModelValid(req.body, "dep-model")
-	if err != nil {
-		t.Fatal(err)
-	}
+	req, up := toUpstream(t, body, "dep-model")
 	// What a Go upstream (encoding/json into a struct) reads: the last
 	// case-insensitive match wins.
 	var goUp struct {
@@ -58,14 +66,7 @@ func TestReview3bStreamOptionsCasing(t *testing.T) {
 // client's "Model", so the upstream gets two models.
 func TestReview3bModelCasing(t *testing.T) {
 	body := []byte(`{"Model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
-	req, err := openAIFront{}.parse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := dialect.RewriteModelValid(req.body, "dep-model")
-	if err != nil {
-		t.Fatal(err)
-	}
+	req, up := toUpstream(t, body, "dep-model")
 	var goUp struct {
 		Model string `json:"model"`
 	}
@@ -88,14 +89,7 @@ func TestReview3bRewriteOddBodies(t *testing.T) {
 		`{"x":{"model":"n","y":[1,{"model":2}]},"model":"a","messages":[{"role":"user","content":"é😀\u2028"}]}`,
 		`{"model":"a","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":false,"x":12345678901234567890}}`,
 	} {
-		req, err := openAIFront{}.parse([]byte(body))
-		if err != nil {
-			t.Fatalf("%s: %v", body, err)
-		}
-		up, err := dialect.RewriteModelValid(req.body, "dep<&>")
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, up := toUpstream(t, []byte(body), "dep<&>")
 		if !json.Valid(up) {
 			t.Errorf("invalid upstream body %s", up)
 			continue

@@ -13,7 +13,7 @@ import (
 	"github.com/belay-run/belay/store/internal/sqlstore"
 )
 
-func adv2Insert(scope string) func(sqlstore.Tx) error {
+func insertScope(scope string) func(sqlstore.Tx) error {
 	return func(tx sqlstore.Tx) error {
 		_, err := tx.Exec(context.Background(), `INSERT INTO budget_scopes (scope, settled, reserved) VALUES ($1, 0, 0)`, scope)
 		return err
@@ -33,7 +33,7 @@ func TestReview3bCloseWithQueuedWrites(t *testing.T) {
 	b := s.Backend().(*backend)
 	// warm up: get the insert statement prepared
 	for i := range 3 {
-		if err := b.Write(store.Deferrable(ctx), adv2Insert(fmt.Sprint("warm", i))); err != nil {
+		if err := b.Write(store.Deferrable(ctx), insertScope(fmt.Sprint("warm", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,9 +51,9 @@ func TestReview3bCloseWithQueuedWrites(t *testing.T) {
 			case i%50 == 7:
 				fn = func(sqlstore.Tx) error { panic("boom") }
 			case i%10 == 3:
-				fn = adv2Insert("warm0") // duplicate key
+				fn = insertScope("warm0") // duplicate key
 			default:
-				fn = adv2Insert(fmt.Sprint("l", i))
+				fn = insertScope(fmt.Sprint("l", i))
 			}
 			errs[i] = b.Write(store.Deferrable(ctx), fn)
 		})
@@ -62,7 +62,7 @@ func TestReview3bCloseWithQueuedWrites(t *testing.T) {
 		runtime.Gosched()
 	}
 	for i := range nq {
-		wg.Go(func() { errs[nl+i] = b.Write(ctx, adv2Insert(fmt.Sprint("q", i))) })
+		wg.Go(func() { errs[nl+i] = b.Write(ctx, insertScope(fmt.Sprint("q", i))) })
 	}
 	for len(b.gw.queue) < nq {
 		runtime.Gosched()
@@ -113,12 +113,7 @@ func TestReview3bCloseWithQueuedWrites(t *testing.T) {
 // deferrable write must still be answered while that load lasts.
 func TestReview3bDeferrableNotStarved(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	b := s.Backend().(*backend)
+	_, b := openTest(t)
 	const writers, each = 200, 100
 	var done atomic.Int64
 	stop := make(chan struct{})
@@ -148,7 +143,7 @@ func TestReview3bDeferrableNotStarved(t *testing.T) {
 		runtime.Gosched()
 	}
 	start := done.Load()
-	if err := b.Write(store.Deferrable(ctx), adv2Insert("deferred")); err != nil {
+	if err := b.Write(store.Deferrable(ctx), insertScope("deferred")); err != nil {
 		t.Fatal(err)
 	}
 	waited := done.Load() - start

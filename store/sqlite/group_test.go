@@ -13,6 +13,18 @@ import (
 	"github.com/belay-run/belay/store/internal/sqlstore"
 )
 
+// openTest opens a store on a new file, closed at the test's end, and
+// returns it with its backend.
+func openTest(t *testing.T) (*Store, *backend) {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, s.Backend().(*backend)
+}
+
 // TestGroupCommitIsolatesFailures sends 64 concurrent two-reservation
 // writes while the writer is held busy, so that they share transactions:
 // every second one is refused by its second scope after its first scope
@@ -21,12 +33,7 @@ import (
 // fewer transactions than writes must have been committed.
 func TestGroupCommitIsolatesFailures(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	b := s.Backend().(*backend)
+	s, b := openTest(t)
 
 	if err := s.Reserve(ctx, budget.Reservation{ID: "full", Owner: "p", Amount: budget.Micros(1_500_000),
 		Scopes: []budget.ScopeLimit{{Scope: "run:full", Limit: budget.Dollars(2)}}}); err != nil {
@@ -91,12 +98,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 // run under the writer's context, not the caller's.
 func TestGroupCommitCallerCancelMidWrite(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	b := s.Backend().(*backend)
+	s, b := openTest(t)
 
 	holding, release := make(chan struct{}), make(chan struct{})
 	held := make(chan error, 1)

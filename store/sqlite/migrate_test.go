@@ -99,12 +99,8 @@ func TestMigrateFromV1(t *testing.T) {
 // newest first): no temporary b-tree sorts the runs.
 func TestListRunsUsesIndexes(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db := s.Backend().(*backend).w
+	_, b := openTest(t)
+	db := b.w
 	for _, q := range []string{
 		`SELECT id FROM runs ORDER BY started_ns DESC, id DESC LIMIT 100`,
 		`SELECT id FROM runs WHERE tenant = 'acme' ORDER BY started_ns DESC, id DESC LIMIT 100`,
