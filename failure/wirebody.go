@@ -222,11 +222,16 @@ func isNull(raw json.RawMessage) bool {
 // isHTML reports whether a body is an HTML page (a proxy's or CDN's error
 // page) by its content type or its first bytes.
 func isHTML(h http.Header, body []byte) bool {
-	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(headerValue(h, "content-type"))), "text/html") {
+	if hasPrefixFold(strings.TrimSpace(headerValue(h, "content-type")), "text/html") {
 		return true
 	}
-	head := bytes.ToLower(bytes.TrimSpace(body[:min(len(body), 512)]))
-	return bytes.HasPrefix(head, []byte("<!doctype html")) || bytes.HasPrefix(head, []byte("<html"))
+	head := bytes.TrimLeft(body[:min(len(body), 512)], " \t\r\n\f\v")
+	return hasPrefixFold(head, "<!doctype html") || hasPrefixFold(head, "<html")
+}
+
+// hasPrefixFold reports whether s begins with prefix, case folded.
+func hasPrefixFold[S string | []byte](s S, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(string(s[:len(prefix)]), prefix)
 }
 
 // maxMessage caps a message taken from a body that is not an error object.

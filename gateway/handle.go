@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/failure"
@@ -131,31 +132,48 @@ func (c *call) serve() (int, error) {
 	s.metrics.observeRoute(req.model, &res)
 	err = c.finalFailure(turn.Context(), err)
 
-	// settle + record
+	// settle + record, respond
 	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
 	if s.cfg.Capture != config.CaptureOff {
 		out.InputMessages, out.OutputMessages = c.payload()
 	}
-	cost, serr := turn.Settle(context.WithoutCancel(c.r.Context()), out)
-	if serr != nil {
-		s.log.LogAttrs(c.r.Context(), levelFor(serr), "settle failed", slogString("run", id), slogErr(serr))
+	settle := func() budget.USD {
+		cost, serr := turn.Settle(context.WithoutCancel(c.r.Context()), out)
+		if serr != nil {
+			s.log.LogAttrs(c.r.Context(), levelFor(serr), "settle failed", slogString("run", id), slogErr(serr))
+		}
+		return cost
+	}
+	if c.committed { // a stream: the body is written; the cost goes in the trailer
+		cost := settle()
+		s.metrics.addSpend(tenant.Name, cost)
+		c.w.Header().Set(HeaderCostUSD, cost.Decimal())
+		return http.StatusOK, err
+	}
+	// The answer goes out before the settle when the reservation covers
+	// the cost (the settle only records then): the client does not wait
+	// for the step's span and the run's end. A cost above the reservation
+	// is charged first, so that the client's next call is admitted
+	// against it.
+	cost, later := turn.Quote(out)
+	if !later {
+		cost = settle()
 	}
 	s.metrics.addSpend(tenant.Name, cost)
-
-	// respond
-	if c.committed { // a stream: the body is written; the cost goes in the trailer
-		c.w.Header().Set(HeaderCostUSD, cost.Decimal())
-		if err != nil {
-			return http.StatusOK, err
-		}
-		return http.StatusOK, nil
-	}
 	c.w.Header().Set(HeaderCostUSD, cost.Decimal())
 	c.setRouteHeaders(&res)
+	var status int
+	var werr error
 	if err != nil {
-		return c.refuseUpstream(asFailure(err))
+		status, werr = c.refuseUpstream(asFailure(err))
+	} else {
+		status, werr = c.writeAnswer()
 	}
-	return c.writeAnswer()
+	if later {
+		_ = http.NewResponseController(c.w).Flush() // the answer has its length: it is complete
+		settle()
+	}
+	return status, werr
 }
 
 // deadlineBy reports whether ctx already ends at or before dl.

@@ -149,16 +149,43 @@ type runTurn struct {
 func (t *runTurn) Context() context.Context { return t.adm.Context() }
 func (t *runTurn) Deadline() time.Time      { return t.deadline }
 
+func (t *runTurn) Quote(o Outcome) (budget.USD, bool) {
+	if failOnly(o) {
+		// Settle fails the step: it charges nothing.
+		t.adm.Quote(budget.Usage{}, run.Outcome{Err: o.Err})
+		return 0, true
+	}
+	u, out := runOutcome(o, false)
+	q := t.adm.Quote(u, out)
+	return q.Cost, q.Covered
+}
+
 func (t *runTurn) Settle(ctx context.Context, o Outcome) (budget.USD, error) {
-	atts := o.Result.Attempts()
-	if len(o.Charges) == 0 && len(atts) == 0 {
+	if failOnly(o) {
 		return 0, t.adm.Fail(ctx, o.Err)
 	}
-	out := run.Outcome{Degraded: o.Result.Degraded, Err: o.Err,
-		InputMessages: o.InputMessages, OutputMessages: o.OutputMessages}
-	for _, a := range atts {
-		out.Attempts = append(out.Attempts, run.AttemptRecord{Deployment: a.Deployment, Start: a.Start,
-			Duration: a.Duration, Wait: a.Wait, Failure: a.Failure})
+	u, out := runOutcome(o, true)
+	err := t.adm.Settle(ctx, u, out)
+	// What the run charged (an estimate for an unpriced model), not a
+	// second pricing of the usage here.
+	cost, _ := t.adm.Cost()
+	return cost, err
+}
+
+// failOnly reports whether o is settled by failing the step: no attempt
+// was made and nothing is charged.
+func failOnly(o Outcome) bool { return len(o.Charges) == 0 && len(o.Result.Attempts()) == 0 }
+
+// runOutcome converts o to the run layer's usage and outcome; the
+// attempts and payload, which only the record needs, with records set.
+func runOutcome(o Outcome, records bool) (budget.Usage, run.Outcome) {
+	out := run.Outcome{Degraded: o.Result.Degraded, Err: o.Err}
+	if records {
+		out.InputMessages, out.OutputMessages = o.InputMessages, o.OutputMessages
+		for _, a := range o.Result.Attempts() {
+			out.Attempts = append(out.Attempts, run.AttemptRecord{Deployment: a.Deployment, Start: a.Start,
+				Duration: a.Duration, Wait: a.Wait, Failure: a.Failure})
+		}
 	}
 	var u budget.Usage
 	for _, c := range o.Charges {
@@ -169,11 +196,7 @@ func (t *runTurn) Settle(ctx context.Context, o Outcome) (budget.USD, error) {
 	if d := o.Result.Deployment; d != nil {
 		out.Provider, out.Model, out.Deployment = d.Provider, d.Model, d.Name
 	}
-	err := t.adm.Settle(ctx, u, out)
-	// What the run charged (an estimate for an unpriced model), not a
-	// second pricing of the usage here.
-	cost, _ := t.adm.Cost()
-	return cost, err
+	return u, out
 }
 
 // budgetUsage converts the dialect-neutral usage (non-overlapping fields)

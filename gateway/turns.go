@@ -61,6 +61,14 @@ type Turn interface {
 	Context() context.Context
 	// Deadline is when the run must end; zero when it has no deadline.
 	Deadline() time.Time
+	// Quote returns the cost Settle(ctx, o) will charge, without charging
+	// it, and whether Settle may wait until the client has its answer
+	// (later false: the charge must land first, so that the client's next
+	// call is admitted against it). From Quote until Settle returns,
+	// flushing the runs (as readers of the store do) waits for the
+	// settle. The gateway calls it at most once, before Settle, to send
+	// the cost with the answer and settle after it.
+	Quote(o Outcome) (cost budget.USD, later bool)
 	// Settle charges what the call used, releases the rest of the
 	// reservation, records the step and its attempts, and returns the cost
 	// charged. It must be called exactly once, also when the call failed.

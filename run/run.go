@@ -69,6 +69,9 @@ type Run struct {
 	// pendingBG: ledger writes of settled steps not done yet (see
 	// Run.background); Flush waits for them and the run stays in memory.
 	pendingBG int
+	// quoted: steps that Admitted.Quote announced and that have not
+	// settled yet; Flush waits for them. Under mu.
+	quoted int
 }
 
 // newRun builds the object for rec; a record that has ended gives an ended
@@ -459,9 +462,10 @@ func (r *Run) recordWritten(err error) {
 // Flush waits until the record as it is now, and the ledger settles of the
 // steps closed so far, have been written to the store (or their writes
 // given up), for callers that read the store next: Settle and Tool write
-// them in the background; Finish writes the record before it returns.
+// them in the background; Finish writes the record before it returns. A
+// step that Admitted.Quote announced is waited for until it settles.
 func (r *Run) Flush(ctx context.Context) error {
-	return r.waitUntil(ctx, func() bool { return !r.writing && !r.dirty && r.pendingBG == 0 })
+	return r.waitUntil(ctx, func() bool { return !r.writing && !r.dirty && r.pendingBG == 0 && r.quoted == 0 })
 }
 
 // waitUntil waits, until ctx is done, for done (called under r.mu) to

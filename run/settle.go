@@ -72,20 +72,10 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	// callback would run in a goroutine of its own).
 	a.stopAF()
 	defer a.done()
+	defer a.unquote()
 	ctx = context.WithoutCancel(ctx)
 	r := a.r
-	provider, model := a.step.Provider, a.step.Model
-	if o.Model != "" {
-		provider, model = o.Provider, o.Model
-	}
-	cost, estimated := a.step.EstimatedCost, true
-	if pr, match, err := r.m.pricing.Lookup(provider, model); err == nil {
-		cost, estimated = pr.Cost(u), match.Default || o.Estimated
-	} else if u == (budget.Usage{}) && o.Err != nil {
-		// No price, and a call that failed without using any token: no
-		// provider charges for it, so neither does the ledger.
-		cost, estimated = 0, false
-	}
+	cost, estimated := a.price(u, o)
 	// Count the spend in memory before the ledger: a record written in
 	// between raises its cost to the ledger's (which counts every
 	// process), and the ledger must never be ahead of this process's own
@@ -104,7 +94,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	// A step admitted in memory (the first of a Fresh run) is covered
 	// too: no other process knows the run, and this process's next
 	// admission waits for its entries (Run.waitPrivate).
-	covered := a.resID != "" && cost <= a.step.EstimatedCost || a.private
+	covered := a.covers(cost)
 	r.mu.Unlock()
 
 	// A cost the reservation covers is settled off the request path:
@@ -156,6 +146,84 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	}
 	r.stepClosed()
 	return err
+}
+
+// Quote is what Settle charges for a step's usage, known before it
+// settles.
+type Quote struct {
+	// Cost is the amount Settle charges (in the ledger and the run's
+	// totals); Estimated as Admitted.Cost reports it.
+	Cost      budget.USD
+	Estimated bool
+	// Covered reports that Settle charges Cost off the request path: the
+	// step's reservation covers it (or the step was admitted in memory,
+	// where no other admission reads its charge). When false, Settle
+	// charges Cost before it returns, so that the next admission, in any
+	// process, sees it: a caller that answers its client before settling
+	// must settle first in that case.
+	Covered bool
+}
+
+// Quote prices the step's usage u as Settle(ctx, u, o) will, without
+// charging anything, and announces that Settle or Fail follows: from then
+// until it returns, Run.Flush and Manager.Flush wait for it. A caller may
+// so answer its client before it settles (the gateway does: the answer
+// carries Quote's cost), and a reader that flushes the run still finds the
+// step settled. Quote after Settle or Fail returns the zero Quote and
+// announces nothing. Safe for concurrent use with the run's other steps.
+func (a *Admitted) Quote(u budget.Usage, o Outcome) Quote {
+	cost, estimated := a.price(u, o)
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.settled {
+		return Quote{}
+	}
+	if !a.quoted {
+		a.quoted = true
+		r.quoted++
+	}
+	return Quote{Cost: cost, Estimated: estimated, Covered: a.covers(cost)}
+}
+
+// covers reports whether Settle charges cost off the request path (see
+// Quote.Covered). Under r.mu.
+func (a *Admitted) covers(cost budget.USD) bool {
+	return a.resID != "" && cost <= a.step.EstimatedCost || a.private
+}
+
+// unquote ends what Quote announced, once Settle or Fail has done its
+// part on the caller's path (the writes it leaves to the background are
+// waited for by Run.Flush as before).
+func (a *Admitted) unquote() {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.quoted {
+		a.quoted = false
+		r.quoted--
+		r.written.Broadcast()
+	}
+}
+
+// price returns the cost of u for the step: priced by the provider and
+// model that served it (Outcome.Provider/Model, else the Step's); the
+// step's estimate, marked estimated, for a model without a price, except
+// that a call that failed without using any token costs $0.
+func (a *Admitted) price(u budget.Usage, o Outcome) (cost budget.USD, estimated bool) {
+	provider, model := a.step.Provider, a.step.Model
+	if o.Model != "" {
+		provider, model = o.Provider, o.Model
+	}
+	if pr, match, err := a.r.m.pricing.Lookup(provider, model); err == nil {
+		return pr.Cost(u), match.Default || o.Estimated
+	}
+	if u == (budget.Usage{}) && o.Err != nil {
+		// No price, and a call that failed without using any token: no
+		// provider charges for it, so neither does the ledger.
+		return 0, false
+	}
+	return a.step.EstimatedCost, true
 }
 
 // spendWithCreate reports whether a's spend of cost is to be written with
@@ -318,6 +386,7 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	// The step is closed: the run's end below must not cancel it (the
 	// callback would run in a goroutine of its own).
 	a.stopAF()
+	defer a.unquote()
 	defer a.done()
 	ctx = context.WithoutCancel(ctx)
 	a.releaseReservation(ctx)

@@ -67,6 +67,7 @@ type Admitted struct {
 	private, turnUnwritten bool
 	// Under r.mu:
 	settled   bool
+	quoted    bool       // Quote announced Settle (see Run.quoted)
 	cost      budget.USD // charged by Settle
 	estimated bool
 }

@@ -45,6 +45,7 @@ type options struct {
 	store       string
 	simBreaker  string
 	simRetry    string
+	seqOnly     bool
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 10, failure_rate: 0.8, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
 	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 6, chain_max_attempts: 12, budget_ratio: 0.5\"")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "diagnostic: write each belay process's CPU profile to DIR/NAME.cpu (go tool pprof)")
+	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential non-streaming latency (direct, proxy, belay) and print it; no goals")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
 
@@ -170,6 +172,9 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("upstream %s, bare proxy %s, belay %s (pid %d)\n", upBase, px.addr, bp.base, bp.cmd.Process.Pid)
 
+	if o.seqOnly {
+		return seqOnly(ctx, o, targets)
+	}
 	if err := measureSpeed(ctx, o, targets, &m); err != nil {
 		return err
 	}
@@ -208,6 +213,28 @@ func run(ctx context.Context, o options) error {
 	}
 	m.elapsed = time.Since(m.started)
 	report(os.Stdout, o, &m)
+	return nil
+}
+
+// seqOnly measures the sequential non-streaming latency alone and prints
+// each target's median and added median, and belay's ratio to the proxy.
+func seqOnly(ctx context.Context, o options, targets []*target) error {
+	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
+	plain, err := sequential(ctx, targets, false, o.warm, o.n)
+	if err != nil {
+		return err
+	}
+	direct := quantile(plain["direct"].total, 0.5)
+	added := map[string]time.Duration{}
+	for _, t := range targets {
+		med := quantile(plain[t.name].total, 0.5)
+		added[t.name] = med - direct
+		fmt.Printf("%-8s median %s  added %s  p99 %s  fails %d\n", t.name,
+			ms(med), ms(added[t.name]), ms(quantile(plain[t.name].total, 0.99)), plain[t.name].fails)
+	}
+	if added["proxy"] > 0 {
+		fmt.Printf("belay/proxy added median: %.2f×\n", float64(added["belay"])/float64(added["proxy"]))
+	}
 	return nil
 }
 

@@ -1,0 +1,128 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store/memstore"
+)
+
+// Quote prices a step as Settle then charges it, and says whether the
+// reservation covers the cost.
+func TestQuoteIsWhatSettleCharges(t *testing.T) {
+	errCut := errors.New("cut")
+	for _, tc := range []struct {
+		name string
+		step Step
+		u    budget.Usage
+		o    Outcome
+		want Quote
+	}{
+		{"within the reservation", modelStep(cents(5)), usage(2, 1), Outcome{}, Quote{Cost: cents(4), Covered: true}},
+		{"above the reservation", modelStep(cents(1)), usage(2, 1), Outcome{}, Quote{Cost: cents(4)}},
+		{"usage estimated", modelStep(cents(5)), usage(2, 1), Outcome{Estimated: true},
+			Quote{Cost: cents(4), Estimated: true, Covered: true}},
+		{"no price: the estimate", Step{Kind: KindModel, Provider: "test", Model: "unpriced", EstimatedCost: cents(3)},
+			usage(2, 1), Outcome{}, Quote{Cost: cents(3), Estimated: true, Covered: true}},
+		{"no price, failed unused: free", Step{Kind: KindModel, Provider: "test", Model: "unpriced", EstimatedCost: cents(3)},
+			budget.Usage{}, Outcome{Err: errCut}, Quote{Covered: true}},
+		{"served by another model", Step{Kind: KindModel, Provider: "test", Model: "unpriced", EstimatedCost: cents(5)},
+			usage(2, 1), Outcome{Provider: "test", Model: "m"}, Quote{Cost: cents(4), Covered: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ctx := context.Background()
+			r, err := m.Start(ctx, Spec{ID: "q"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := r.Admit(ctx, tc.step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a.Quote(tc.u, tc.o); got != tc.want {
+				t.Errorf("Quote = %+v, want %+v", got, tc.want)
+			}
+			if err := a.Settle(ctx, tc.u, tc.o); err != nil {
+				t.Fatal(err)
+			}
+			if cost, est := a.Cost(); cost != tc.want.Cost || est != tc.want.Estimated {
+				t.Errorf("Settle charged %v (estimated %v), Quote said %v (%v)", cost, est, tc.want.Cost, tc.want.Estimated)
+			}
+			if got := a.Quote(tc.u, tc.o); got != (Quote{}) {
+				t.Errorf("Quote after Settle = %+v, want the zero Quote", got)
+			}
+			if err := r.Flush(ctx); err != nil { // nothing announced is left to wait for
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Once a step is quoted, Flush (the run's and the Manager's) waits for its
+// Settle or Fail: a caller that answers its client between the two leaves
+// no window in which a reader that flushed finds the step unsettled.
+func TestFlushWaitsForAQuotedStep(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		name := "settle"
+		if fail {
+			name = "fail"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				ctx := context.Background()
+				r, err := m.Start(ctx, Spec{ID: "q"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, err := r.Admit(ctx, modelStep(cents(5)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.Quote(usage(2, 1), Outcome{})
+				a.Quote(usage(2, 1), Outcome{}) // a second Quote announces nothing more
+				runDone, mgrDone := make(chan error, 1), make(chan error, 1)
+				go func() { runDone <- r.Flush(ctx) }()
+				go func() { mgrDone <- m.Flush(ctx) }()
+				synctest.Wait()
+				select {
+				case err := <-runDone:
+					t.Fatalf("Run.Flush returned (%v) before the quoted step settled", err)
+				case err := <-mgrDone:
+					t.Fatalf("Manager.Flush returned (%v) before the quoted step settled", err)
+				default:
+				}
+				want := cents(4)
+				if fail {
+					err, want = a.Fail(ctx, errors.New("upstream gone")), 0
+				} else {
+					err = a.Settle(ctx, usage(2, 1), Outcome{})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := <-runDone; err != nil {
+					t.Fatal(err)
+				}
+				if err := <-mgrDone; err != nil {
+					t.Fatal(err)
+				}
+				if rec := r.Record(); rec.Cost != want {
+					t.Errorf("record after Flush: cost %v, want %v", rec.Cost, want)
+				}
+			})
+		})
+	}
+}
