@@ -465,7 +465,14 @@ func (r *Run) recordWritten(err error) {
 // them in the background; Finish writes the record before it returns. A
 // step that Admitted.Quote announced is waited for until it settles.
 func (r *Run) Flush(ctx context.Context) error {
-	return r.waitUntil(ctx, func() bool { return !r.writing && !r.dirty && r.pendingBG == 0 && r.quoted == 0 })
+	h, _ := r.m.st.(store.Hurrier)
+	return r.waitUntil(ctx, func() bool {
+		done := !r.writing && !r.dirty && r.pendingBG == 0 && r.quoted == 0
+		if !done && h != nil {
+			h.Hurry() // the writes may be waiting to share a transaction
+		}
+		return done
+	})
 }
 
 // waitUntil waits, until ctx is done, for done (called under r.mu) to

@@ -267,11 +267,17 @@ type deferrableKey struct{}
 // Deferrable marks the writes made with ctx as off any request path (a
 // settle or a record write done in the background): a store may hold such
 // a write for a moment so that it shares a transaction with others
-// (store/sqlite: up to 2 ms), and lets writes not so marked go first.
-// The write still happens before the call returns.
+// (store/sqlite: up to 25 ms, see Hurrier), and lets writes not so marked
+// go first. The write still happens before the call returns.
 func Deferrable(ctx context.Context) context.Context {
 	return context.WithValue(ctx, deferrableKey{}, true)
 }
+
+// Hurrier is a store that may hold Deferrable writes (store/sqlite).
+// Hurry asks it to run the ones it holds, and those that come before it
+// next runs a batch, without waiting further: a caller about to wait for
+// such writes (run.Run.Flush) calls it. Safe for concurrent use.
+type Hurrier interface{ Hurry() }
 
 // IsDeferrable reports whether ctx was marked by Deferrable.
 func IsDeferrable(ctx context.Context) bool {

@@ -70,7 +70,7 @@ func main() {
 	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 10, failure_rate: 0.8, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
 	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 6, chain_max_attempts: 12, budget_ratio: 0.5\"")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "diagnostic: write each belay process's CPU profile to DIR/NAME.cpu (go tool pprof)")
-	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential non-streaming latency (direct, proxy, belay) and print it; no goals")
+	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential latency and time to first token (direct, proxy, belay) and print them; no goals")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
 
@@ -216,8 +216,8 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// seqOnly measures the sequential non-streaming latency alone and prints
-// each target's median and added median, and belay's ratio to the proxy.
+// seqOnly measures the sequential latency and time to first token alone
+// and prints each target's figures and belay's ratios to the proxy.
 func seqOnly(ctx context.Context, o options, targets []*target) error {
 	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
 	plain, err := sequential(ctx, targets, false, o.warm, o.n)
@@ -234,6 +234,25 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 	}
 	if added["proxy"] > 0 {
 		fmt.Printf("belay/proxy added median: %.2f×\n", float64(added["belay"])/float64(added["proxy"]))
+	}
+	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
+	stream, err := sequential(ctx, targets, true, o.warm, o.n)
+	if err != nil {
+		return err
+	}
+	directTTFT := quantile(stream["direct"].ttft, 0.99)
+	addedTTFT := map[string]time.Duration{}
+	for _, t := range targets {
+		if stream[t.name] == nil || len(stream[t.name].ttft) == 0 {
+			continue
+		}
+		p99 := quantile(stream[t.name].ttft, 0.99)
+		addedTTFT[t.name] = p99 - directTTFT
+		fmt.Printf("%-8s TTFT p50 %s  p99 %s  added p99 %s\n", t.name,
+			ms(quantile(stream[t.name].ttft, 0.5)), ms(p99), ms(addedTTFT[t.name]))
+	}
+	if addedTTFT["proxy"] > 0 {
+		fmt.Printf("belay/proxy added TTFT p99: %.2f×\n", float64(addedTTFT["belay"])/float64(addedTTFT["proxy"]))
 	}
 	return nil
 }

@@ -81,10 +81,19 @@ type Options struct {
 // in the conformance suite store/storetest.
 type Store struct {
 	*sqlstore.Core
+	b    *backend
 	path string
 }
 
-var _ store.Store = (*Store)(nil)
+// Hurry runs the deferrable writes the writer holds (store.Deferrable) now
+// rather than after their linger; see store.Hurrier. Safe for concurrent
+// use.
+func (s *Store) Hurry() { s.b.gw.hurryUp() }
+
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Hurrier = (*Store)(nil)
+)
 
 // Open opens (creating it on first use) the SQLite file at path and
 // migrates it to the current schema. The parent directory must exist.
@@ -101,11 +110,38 @@ func OpenOptions(ctx context.Context, path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store/sqlite: open %s: %w", path, err)
 	}
-	return &Store{Core: sqlstore.New(b, sqlstore.Dialect{Name: "store/sqlite"}), path: path}, nil
+	return &Store{Core: sqlstore.New(b, sqlstore.Dialect{Name: "store/sqlite"}), b: b, path: path}, nil
 }
 
 // Path returns the file's path as given to Open.
 func (s *Store) Path() string { return s.path }
+
+// openWriter opens the writer's connection (its pragmas switch the file
+// to WAL) and migrates the schema. SQLITE_BUSY is retried, with waits
+// doubling from 1 ms to 100 ms, until busyTimeout has passed: SQLite
+// returns it without calling the busy handler where waiting could
+// deadlock (https://www.sqlite.org/c3ref/busy_handler.html), as when
+// several processes open one file in rollback-journal mode at once and
+// each switches it to WAL.
+func openWriter(ctx context.Context, w *sql.DB, busyTimeout time.Duration) error {
+	give := time.Now().Add(busyTimeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := w.PingContext(ctx)
+		if err == nil {
+			err = migrate(ctx, w)
+		}
+		if err = code(err); err == nil || !errors.Is(err, ErrLocked) || time.Now().Add(wait).After(give) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
 
 func openBackend(ctx context.Context, path string, o Options) (*backend, error) {
 	if path == "" {
@@ -139,13 +175,9 @@ func openBackend(ctx context.Context, path string, o Options) (*backend, error) 
 	b.w.SetMaxOpenConns(1) // the one writer
 	b.w.SetMaxIdleConns(1)
 	b.w.SetConnMaxLifetime(0)
-	if err := b.w.PingContext(ctx); err != nil {
+	if err := openWriter(ctx, b.w, o.BusyTimeout); err != nil {
 		b.w.Close()
-		return nil, code(err)
-	}
-	if err := migrate(ctx, b.w); err != nil {
-		b.w.Close()
-		return nil, code(err)
+		return nil, err
 	}
 	if b.r, err = sql.Open("sqlite", base+"&_query_only=1"); err != nil {
 		b.w.Close()
