@@ -34,11 +34,13 @@ func ParsePeriod(s string) (Period, error) {
 // (converted to UTC): "tenant:acme:2026-11" for Month,
 // "tenant:acme:2026-11-29" for Day. Any other Period is treated as Month.
 func TenantScope(tenant string, p Period, t time.Time) Scope {
-	t = t.UTC()
+	layout := "2006-01"
 	if p == Day {
-		return Scope(fmt.Sprintf("tenant:%s:%s", tenant, t.Format("2006-01-02")))
+		layout = "2006-01-02"
 	}
-	return Scope(fmt.Sprintf("tenant:%s:%s", tenant, t.Format("2006-01")))
+	b := make([]byte, 0, len("tenant:")+len(tenant)+1+len("2006-01-02"))
+	b = append(append(append(b, "tenant:"...), tenant...), ':')
+	return Scope(t.UTC().AppendFormat(b, layout))
 }
 
 // Alert reports that a scope's settled spend crossed a threshold of its

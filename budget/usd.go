@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
+	"strconv"
 	"strings"
 )
 
@@ -58,21 +60,26 @@ func (a USD) String() string { return "$" + a.Decimal() }
 
 // Decimal formats the amount as a plain decimal without the "$" ("37.50").
 func (a USD) Decimal() string {
-	neg := a < 0
+	var buf [40]byte
+	b := buf[:0]
 	u := uint64(a)
-	if neg {
-		u = uint64(-a)
+	if a < 0 {
+		b = append(b, '-')
+		u = -u // two's complement: also right for the most negative value
 	}
 	whole, frac := u/perDollar, u%perDollar
-	fs := strings.TrimRight(fmt.Sprintf("%012d", frac), "0")
-	for len(fs) < 2 {
-		fs += "0"
+	b = strconv.AppendUint(b, whole, 10)
+	b = append(b, '.')
+	var f [12]byte // the picodollars, zero-padded
+	for i := len(f) - 1; i >= 0; i-- {
+		f[i] = byte('0' + frac%10)
+		frac /= 10
 	}
-	s := fmt.Sprintf("%d.%s", whole, fs)
-	if neg {
-		s = "-" + s
+	n := len(f)
+	for n > 2 && f[n-1] == '0' {
+		n--
 	}
-	return s
+	return string(append(b, f[:n]...))
 }
 
 // ErrMoneyFormat is returned by ParseUSD for text that is not an amount.
@@ -104,20 +111,42 @@ func (price USD) MulTokens(n int64) USD {
 	if n == 0 || price == 0 {
 		return 0
 	}
-	p := new(big.Int).Mul(big.NewInt(int64(price)), big.NewInt(n))
-	q, m := new(big.Int).QuoRem(p, big.NewInt(1_000_000), new(big.Int))
-	if m.CmpAbs(big.NewInt(500_000)) >= 0 {
-		if p.Sign() >= 0 {
-			q.Add(q, big.NewInt(1))
-		} else {
-			q.Sub(q, big.NewInt(1))
-		}
+	neg := (price < 0) != (n < 0)
+	hi, lo := bits.Mul64(magnitude(int64(price)), magnitude(n)) // exact 128-bit product
+	if hi >= perMillion {
+		return saturated(neg) // the quotient does not fit 64 bits
 	}
-	if !q.IsInt64() {
-		if q.Sign() > 0 {
-			return MaxUSD
+	q, r := bits.Div64(hi, lo, perMillion)
+	if r >= perMillion/2 { // half away from zero
+		if q == math.MaxUint64 {
+			return saturated(neg)
 		}
+		q++
+	}
+	switch {
+	case !neg && q <= math.MaxInt64:
+		return USD(q)
+	case neg && q <= 1<<63:
+		return USD(-q) // two's complement: -2^63 included
+	}
+	return saturated(neg)
+}
+
+// perMillion is the token count a Price is per.
+const perMillion = 1_000_000
+
+// magnitude returns |v| (also for the most negative int64).
+func magnitude(v int64) uint64 {
+	if v < 0 {
+		return -uint64(v)
+	}
+	return uint64(v)
+}
+
+// saturated is the end of the range a result out of it saturates to.
+func saturated(neg bool) USD {
+	if neg {
 		return USD(math.MinInt64)
 	}
-	return USD(q.Int64())
+	return MaxUSD
 }

@@ -113,13 +113,16 @@ func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimat
 	if provider != "" {
 		attrs[trace.AttrProviderName] = provider
 	}
-	for k, v := range map[string]int64{
-		trace.AttrCachedInputTokens: u.CachedInputTokens,
-		trace.AttrCacheWriteTokens:  u.CacheWriteTokens,
-		trace.AttrReasoningTokens:   u.ReasoningTokens,
+	for _, kv := range [...]struct {
+		k string
+		v int64
+	}{
+		{trace.AttrCachedInputTokens, u.CachedInputTokens},
+		{trace.AttrCacheWriteTokens, u.CacheWriteTokens},
+		{trace.AttrReasoningTokens, u.ReasoningTokens},
 	} {
-		if v != 0 {
-			attrs[k] = v
+		if kv.v != 0 {
+			attrs[kv.k] = kv.v
 		}
 	}
 	if o.ResponseModel != "" {
