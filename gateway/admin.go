@@ -120,6 +120,7 @@ func (s *Server) adminRuns(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.Limit = n
 	}
+	s.flushBefore(r.Context(), "")
 	runs, err := s.store.ListRuns(r.Context(), f)
 	if err != nil {
 		return err
@@ -130,6 +131,7 @@ func (s *Server) adminRuns(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) adminRun(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	s.flushBefore(r.Context(), id)
 	run, err := s.store.GetRun(r.Context(), id)
 	if err != nil {
 		return err
@@ -140,6 +142,23 @@ func (s *Server) adminRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"run": run, "spans": nonNil(spans)})
 	return nil
+}
+
+// adminFlushWait bounds the admin API's wait for background writes (see
+// Deps.Flush): a store that is failing must not hold an admin read.
+const adminFlushWait = 2 * time.Second
+
+// flushBefore waits, up to adminFlushWait, for the background writes of
+// run id (all runs when id is ""), when the server has a Deps.Flush.
+func (s *Server) flushBefore(ctx context.Context, id string) {
+	if s.flush == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminFlushWait)
+	defer cancel()
+	if err := s.flush(ctx, id); err != nil && ctx.Err() == nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "admin: flushing runs before a read failed", slogString("run", id), slogErr(err))
+	}
 }
 
 func (s *Server) adminKills(w http.ResponseWriter, r *http.Request) error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/belay-run/belay/budget"
@@ -36,6 +37,31 @@ type Stack struct {
 	closeStore bool
 	exporter   *trace.Recorder
 	log        *slog.Logger
+	// flushing counts the Flush calls waiting for the recorder: the span
+	// writes they wait for are not deferrable meanwhile.
+	flushing atomic.Int32
+}
+
+// Flush waits, until ctx is done, for what the stack writes in the
+// background to be in the store: the records, settles and announced
+// steps of run runID (of every run this process holds when runID is
+// ""), then every span recorded so far. Writes that a store holds to
+// share a transaction (store.Deferrable) are hurried. It returns ctx's
+// error, or the recorder's (spans dropped, ErrClosed). Safe for
+// concurrent use.
+func (st *Stack) Flush(ctx context.Context, runID string) error {
+	var err error
+	if runID == "" {
+		err = st.Runs.Flush(ctx)
+	} else {
+		err = st.Runs.FlushRun(ctx, runID)
+	}
+	st.flushing.Add(1)
+	defer st.flushing.Add(-1)
+	if h, ok := st.Store.(store.Hurrier); ok {
+		h.Hurry() // a span write already waiting
+	}
+	return errors.Join(err, st.Recorder.Flush(ctx))
 }
 
 // Options adjust Build. The zero value opens the store named by the config.
@@ -96,7 +122,7 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		st.exporter = trace.NewRecorder(exp, trace.RecorderOptions{DropWhenFull: true, Logger: o.Logger})
 		ropts.Fanout = []trace.Sink{st.exporter}
 	}
-	st.Recorder = trace.NewRecorder(deferredSpans{st.Store}, ropts)
+	st.Recorder = trace.NewRecorder(deferredSpans{st.Store, &st.flushing}, ropts)
 	approver := o.Approver
 	if approver == nil {
 		// Irreversible tools wait in the stored queue for a person:
@@ -119,7 +145,8 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	deps := Deps{Runs: RunTurns(st.Runs, pricing), Store: st.Store, Upstream: o.Upstream, Logger: o.Logger}
+	deps := Deps{Runs: RunTurns(st.Runs, pricing), Store: st.Store, Upstream: o.Upstream, Logger: o.Logger,
+		Flush: st.Flush}
 	if usesSim(cfg) {
 		p, err := sim.ParseProfile(cfg.Sim.Profile)
 		if err != nil {
@@ -158,10 +185,18 @@ func processLocal(s store.Store) bool {
 
 // deferredSpans writes the recorder's batches as store.Deferrable writes:
 // traces are never on a request path.
-type deferredSpans struct{ s store.Spans }
+// deferredSpans writes the recorder's spans as store.Deferrable writes,
+// except while a Stack.Flush waits for them.
+type deferredSpans struct {
+	s        store.Spans
+	flushing *atomic.Int32
+}
 
 func (d deferredSpans) WriteSpans(ctx context.Context, spans []trace.Span) error {
-	return d.s.WriteSpans(store.Deferrable(ctx), spans)
+	if d.flushing.Load() == 0 {
+		ctx = store.Deferrable(ctx)
+	}
+	return d.s.WriteSpans(ctx, spans)
 }
 
 // Close stops the run manager, flushes the traces and closes the store

@@ -55,6 +55,13 @@ type Deps struct {
 	Sim http.Handler
 	// Logger receives one line per failed call. Nil: slog.Default().
 	Logger *slog.Logger
+	// Flush, when set, is called by the admin API before it reads runs
+	// from the store: with the run's id before GET /admin/runs/{id}, with
+	// "" before a listing. It waits for what this process has written in
+	// the background (records, settles, spans), so that a call's answer
+	// is never ahead of what the admin API shows for it. The admin API
+	// gives it at most adminFlushWait, then reads what is there.
+	Flush func(ctx context.Context, runID string) error
 }
 
 // Server is the gateway. It is safe for concurrent use.
@@ -62,6 +69,7 @@ type Server struct {
 	cfg     *config.Config
 	runs    Turns
 	store   store.Store
+	flush   func(ctx context.Context, runID string) error
 	router  *route.Router
 	client  *http.Client
 	log     *slog.Logger
@@ -93,7 +101,7 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 	if deps.Runs == nil {
 		return nil, errors.New("gateway: Deps.Runs is required")
 	}
-	s := &Server{cfg: cfg, runs: deps.Runs, store: deps.Store, log: deps.Logger, metrics: newMetrics()}
+	s := &Server{cfg: cfg, runs: deps.Runs, store: deps.Store, flush: deps.Flush, log: deps.Logger, metrics: newMetrics()}
 	if st, ok := deps.Runs.(runStats); ok {
 		s.metrics.watchRuns(st.Stats)
 	}

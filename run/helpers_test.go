@@ -129,7 +129,7 @@ func (f *fixture) balance(t *testing.T, s budget.Scope) budget.Balance {
 // the live run (if it is live) have landed.
 func (f *fixture) stored(t *testing.T, id string) store.Run {
 	t.Helper()
-	f.m.flushLive(context.Background(), id)
+	_ = f.m.FlushRun(context.Background(), id)
 	rec, err := f.st.GetRun(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)

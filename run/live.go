@@ -315,14 +315,23 @@ func (m *Manager) track(r *Run) {
 	runtime.AddCleanup(r, m.dropIdle, r.id)
 }
 
-// flushLive waits for the background record writes of run id, if this
-// process holds it.
-func (m *Manager) flushLive(ctx context.Context, id string) {
-	for _, r := range m.held() {
-		if r.id == id {
-			_ = r.Flush(ctx)
-		}
+// FlushRun is Run.Flush for run id, if this process holds it (live or
+// kept by a caller): it waits, until ctx is done, for the run's record,
+// settles and announced steps to be written. It returns ctx's error when
+// ctx ended first, and nil for a run this process does not hold.
+func (m *Manager) FlushRun(ctx context.Context, id string) error {
+	m.mu.Lock()
+	var r *Run
+	if e, ok := m.live[id]; ok {
+		r = e.r
+	} else {
+		r = m.idle[id].Value()
 	}
+	m.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	return r.Flush(ctx)
 }
 
 // Flush waits until the records of every run this process holds have been

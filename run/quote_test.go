@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
 )
 
@@ -125,4 +126,43 @@ func TestFlushWaitsForAQuotedStep(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Finish waits for a quoted step: an agent that finishes right after its
+// last answer finds that step's cost in the record.
+func TestFinishWaitsForAQuotedStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		r, err := m.Start(ctx, Spec{ID: "q"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := r.Admit(ctx, modelStep(cents(5)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Quote(usage(2, 1), Outcome{})
+		finished := make(chan error, 1)
+		go func() { finished <- r.Finish(ctx, store.RunSucceeded, nil) }()
+		synctest.Wait()
+		select {
+		case err := <-finished:
+			t.Fatalf("Finish returned (%v) before the quoted step settled", err)
+		default:
+		}
+		if err := a.Settle(ctx, usage(2, 1), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-finished; err != nil {
+			t.Fatal(err)
+		}
+		if rec := r.Record(); rec.Status != store.RunSucceeded || rec.Cost != cents(4) || rec.InputTokens != 2 {
+			t.Errorf("record after Finish = %+v; want succeeded with the step's cost and tokens", rec)
+		}
+	})
 }

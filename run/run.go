@@ -227,12 +227,18 @@ func (r *Run) Record() store.Run {
 // context, releases the reservations of steps still open (a step that
 // settles later is still charged), writes the record and the run span. A
 // run already ended keeps its first ending and Finish returns nil.
+//
+// Steps that Admitted.Quote announced (their caller has its answer and is
+// settling them) are waited for first, until ctx is done: an agent that
+// finishes as soon as it has its last answer finds that answer's turn,
+// tokens and cost in the record.
 func (r *Run) Finish(ctx context.Context, status store.RunStatus, err error) error {
 	switch status {
 	case store.RunSucceeded, store.RunFailed, store.RunStopped:
 	default:
 		return fmt.Errorf("run: finish with status %q; want succeeded, failed or stopped", status)
 	}
+	_ = r.waitUntil(ctx, func() bool { return r.quoted == 0 }) // if ctx ends first, they settle later
 	return r.end(ctx, status, err, true)
 }
 

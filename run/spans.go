@@ -157,7 +157,7 @@ func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimat
 	}
 	return trace.Span{
 		TraceID: a.r.traceID, SpanID: a.spanID, ParentID: a.r.spanID, RunID: a.r.id,
-		Kind: trace.KindModel, Name: name, Start: a.start, End: a.r.m.now(), Status: status, Attrs: attrs,
+		Kind: trace.KindModel, Name: name, Start: a.start, End: a.end, Status: status, Attrs: attrs,
 	}
 }
 

@@ -61,6 +61,7 @@ type Admitted struct {
 	scopes       []budget.ScopeLimit
 	tb           TenantBudget
 	start        time.Time
+	end          time.Time // when it closed (Settle, Fail): its span's end
 	spanID       string
 	// private: admitted in memory, the first step of a Spec.Fresh run;
 	// turnUnwritten: its turn is not in the ledger yet. Under r.mu.
@@ -494,7 +495,8 @@ func (a *Admitted) close() bool {
 	a.settled = true
 	r.pending -= a.step.EstimatedTokens
 	delete(r.open, a)
-	r.lastActive = r.m.now() // with the step's removal: see idleAtDeadline
+	a.end = r.m.now()
+	r.lastActive = a.end // with the step's removal: see idleAtDeadline
 	return true
 }
 

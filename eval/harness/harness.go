@@ -243,7 +243,7 @@ func (hd *handle) Finish(ctx context.Context, exitCode int, agentErr error) (sto
 	if err := hd.r.Finish(ctx, status, agentErr); err != nil {
 		return store.Run{}, nil, err
 	}
-	if err := hd.h.stack.Recorder.Flush(ctx); err != nil {
+	if err := hd.h.stack.Flush(ctx, hd.r.ID()); err != nil {
 		return store.Run{}, nil, fmt.Errorf("trace: %w", err)
 	}
 	spans, err := hd.h.st.RunSpans(ctx, hd.r.ID())

@@ -1,0 +1,90 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
+)
+
+// The answer goes out before the call is settled, and SQLite commits the
+// settle, the record and the spans up to 25 ms later: the admin API,
+// asked right after the answer, must still show the call (it flushes the
+// runs it reads).
+func TestAdminReadRightAfterTheAnswer(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, benchAnswer)
+	}))
+	t.Cleanup(up.Close)
+	y := fmt.Sprintf(`
+store: sqlite://%s
+admin_key: adm-key
+models:
+  - alias: bench
+    deployments:
+      - {name: bench-1, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-up}
+`, filepath.Join(t.TempDir(), "belay.db"), up.URL)
+	cfg, err := config.Parse([]byte(y), "t.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := gateway.Build(context.Background(), cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	srv := httptest.NewServer(st.Server.Handler())
+	t.Cleanup(srv.Close)
+
+	get := func(path string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer adm-key")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	for i := range 20 {
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(benchRequest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		id, cost := resp.Header.Get("X-Belay-Run-Id"), resp.Header.Get("X-Belay-Cost-Usd")
+		if resp.StatusCode != 200 || id == "" || cost == "" {
+			t.Fatalf("call %d: status %d, run %q, cost %q", i, resp.StatusCode, id, cost)
+		}
+		code, m := get("/admin/runs/" + id)
+		run, _ := m["run"].(map[string]any)
+		spans, _ := m["spans"].([]any)
+		if code != 200 || run["status"] != "succeeded" || len(spans) != 3 {
+			t.Fatalf("call %d: GET /admin/runs/%s right after the answer: %d, status %v, %d spans (want 200, succeeded, "+
+				"the run's, the model call's and the attempt's): %v", i, id, code, run["status"], len(spans), m)
+		}
+		if got := fmt.Sprint(run["cost"]); got == "" || got == "0" {
+			t.Errorf("call %d: stored cost %v, answered %s", i, run["cost"], cost)
+		}
+		code, m = get("/admin/runs?limit=1")
+		runs, _ := m["runs"].([]any)
+		if code != 200 || len(runs) != 1 || runs[0].(map[string]any)["id"] != id {
+			t.Fatalf("call %d: GET /admin/runs right after the answer: %d %v, want run %s first", i, code, m, id)
+		}
+	}
+}
