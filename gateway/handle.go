@@ -134,10 +134,10 @@ func (c *call) serve() (int, error) {
 
 	// settle + record, respond
 	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
-	if s.cfg.Capture != config.CaptureOff {
-		out.InputMessages, out.OutputMessages = c.payload()
-	}
 	settle := func() budget.USD {
+		if s.cfg.Capture != config.CaptureOff { // for the record only: after the answer
+			out.InputMessages, out.OutputMessages = c.payload()
+		}
 		cost, serr := turn.Settle(context.WithoutCancel(c.r.Context()), out)
 		if serr != nil {
 			s.log.LogAttrs(c.r.Context(), levelFor(serr), "settle failed", slogString("run", id), slogErr(serr))
