@@ -154,8 +154,10 @@ func (c *call) serve() (int, error) {
 	// the cost (the settle only records then): the client does not wait
 	// for the step's span and the run's end. A cost above the reservation
 	// is charged first, so that the client's next call is admitted
-	// against it.
+	// against it; so is a large answer, whose write a client that stops
+	// reading could hold (the server has no write timeout).
 	cost, later := turn.Quote(out)
+	later = later && (c.answer == nil || len(c.answer.body) <= settleAfterAnswerMax)
 	if !later {
 		cost = settle()
 	}
@@ -175,6 +177,11 @@ func (c *call) serve() (int, error) {
 	}
 	return status, werr
 }
+
+// settleAfterAnswerMax is the largest answer body (bytes) written before
+// its call is settled: the kernel's socket buffers take it whole, so the
+// write returns even when the client does not read.
+const settleAfterAnswerMax = 32 << 10
 
 // deadlineBy reports whether ctx already ends at or before dl.
 func deadlineBy(ctx context.Context, dl time.Time) bool {

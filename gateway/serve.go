@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -233,13 +234,23 @@ func (st *Stack) Close(ctx context.Context) error {
 
 // Serve builds the whole gateway for cfg (Build) and serves on cfg.Listen
 // until ctx ends; then it shuts down and closes everything. This is what
-// `belay serve` runs.
-func Serve(ctx context.Context, cfg *config.Config) error {
+// `belay serve` runs. listening, when not nil, is called with the bound
+// address once the store is open and the port is bound (a port in use
+// fails before it).
+func Serve(ctx context.Context, cfg *config.Config, listening func(net.Addr)) error {
 	st, err := Build(ctx, cfg, Options{})
 	if err != nil {
 		return err
 	}
-	serr := st.Server.ListenAndServe(ctx)
+	var serr error
+	if ln, err := net.Listen("tcp", cfg.Listen); err != nil {
+		serr = fmt.Errorf("gateway: %w", err)
+	} else {
+		if listening != nil {
+			listening(ln.Addr())
+		}
+		serr = st.Server.Serve(ctx, ln)
+	}
 	cerr := st.Close(context.WithoutCancel(ctx))
 	return errors.Join(serr, cerr)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
@@ -54,8 +55,10 @@ fresh machine.`,
 				}
 				defer stop()
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s)\n", cfg.Listen, cfg.Store)
-			if err := gateway.Serve(cmd.Context(), cfg); err != nil {
+			listening := func(addr net.Addr) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s)\n", addr, cfg.Store)
+			}
+			if err := gateway.Serve(cmd.Context(), cfg, listening); err != nil {
 				return exit(1, err)
 			}
 			return nil

@@ -45,6 +45,12 @@ const (
 	// they share the commit's cost well enough, and under load a longer
 	// wait only keeps more writes (and their callers) in flight.
 	lingerBatch = 32
+	// rest is how long the writer leaves the file's write lock free after
+	// a linger ran out, before it begins the next transaction for
+	// deferrable writes (request-path writes do not wait): a process that
+	// shares the file (`belay kill`, a second gateway) polls for the lock
+	// while it waits, and would otherwise find it held nearly always.
+	rest = 5 * time.Millisecond
 )
 
 // errWriterClosed is returned by writes after Close.
@@ -143,22 +149,29 @@ func (g *groupWriter) loop() {
 	t := &openTx{g: g}
 	commitAt := time.NewTimer(linger)
 	commitAt.Stop()
+	restEnd := time.NewTimer(rest)
+	restEnd.Stop()
+	resting := false
 	queue, lazy := g.queue, g.lazy
 	for queue != nil || lazy != nil {
 		// No queue goes first: under a steady request-path load the other
 		// would never be taken. A request-path write waits at most for one
 		// deferrable write to run, and then commits the transaction.
-		// A Hurry that comes while no transaction is open waits for the
-		// next: its caller waits for a write not queued yet.
-		var due <-chan time.Time
+		// A Hurry that comes while no transaction is open and none rests
+		// waits for the next: its caller waits for a write not queued yet.
+		take := lazy
+		var due, rested <-chan time.Time
 		var hurry <-chan struct{}
 		if t.tx != nil {
 			due, hurry = commitAt.C, g.hurry
 		}
+		if resting {
+			take, rested, hurry = nil, restEnd.C, g.hurry
+		}
 		select {
 		case r, ok := <-queue:
 			queue = g.urgent(t, r, ok, queue)
-		case r, ok := <-lazy:
+		case r, ok := <-take:
 			if !ok {
 				lazy = nil
 				continue
@@ -173,9 +186,21 @@ func (g *groupWriter) loop() {
 				commitAt.Reset(linger)
 			}
 		case <-due:
+			// A linger that ran out: the load is light, and the file's
+			// write lock is free for rest before the next transaction.
 			t.commit()
+			resting = true
+			restEnd.Reset(rest)
+		case <-rested:
+			resting = false
 		case <-hurry:
-			t.commit()
+			// What is queued now goes in the transaction, which commits.
+			resting = false
+			restEnd.Stop()
+			t.runAll(drain(nil, lazy), true)
+			if t.tx != nil {
+				t.commit()
+			}
 		}
 		if t.tx == nil {
 			commitAt.Stop()
@@ -195,9 +220,7 @@ func (g *groupWriter) urgent(t *openTx, r *writeReq, ok bool, queue chan *writeR
 	}
 	batch := drain([]*writeReq{r}, queue)
 	alone := len(batch) == 1 && t.tx == nil
-	for _, r := range batch {
-		t.run(r, !alone)
-	}
+	t.runAll(batch, !alone)
 	if t.tx != nil {
 		t.commit()
 	}
@@ -234,11 +257,13 @@ type openTx struct {
 // inside a savepoint when savepoint is set (other writes share the
 // transaction or may). A write whose context has ended is not run; a
 // write that fails, or whose transaction cannot begin, is answered at
-// once; the others wait for the commit.
-func (t *openTx) run(r *writeReq, savepoint bool) {
+// once; the others wait for the commit. When the file stayed locked
+// through the busy timeout, the writes queued are answered with the same
+// error, and so is r; run returns that error for the caller's others.
+func (t *openTx) run(r *writeReq, savepoint bool) (locked error) {
 	if err := r.ctx.Err(); err != nil {
 		r.done <- err
-		return
+		return nil
 	}
 	if t.tx == nil {
 		// The transaction and its statements run under a context that is
@@ -247,7 +272,16 @@ func (t *openTx) run(r *writeReq, savepoint bool) {
 		tx, err := t.g.b.w.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (_txlock)
 		if err != nil {
 			r.done <- err
-			return
+			if errors.Is(code(err), ErrLocked) {
+				// The file stayed locked through the busy timeout: the
+				// writes queued meanwhile fail with it too, rather than
+				// each wait the timeout again in turn.
+				for _, q := range drain(drain(nil, t.g.queue), t.g.lazy) {
+					q.done <- err
+				}
+				return err
+			}
+			return nil
 		}
 		t.tx = tx
 		t.wt = writeTx{b: t.g.b, tx: tx, ctx: context.Background(), stmts: map[*sql.Stmt]*sql.Stmt{}}
@@ -256,32 +290,49 @@ func (t *openTx) run(r *writeReq, savepoint bool) {
 		if err := call(r.fn, t.wt); err != nil {
 			t.rollback(err)
 			r.done <- err
-			return
+			return nil
 		}
 		t.held = append(t.held, r)
-		return
+		return nil
 	}
 	// The savepoint statements are prepared once, as the writes'.
 	if _, err := t.wt.Exec(context.Background(), "SAVEPOINT w"); err != nil {
 		t.abort(r, err)
-		return
+		return nil
 	}
 	ferr := call(r.fn, t.wt)
 	if ferr != nil {
 		if _, err := t.wt.Exec(context.Background(), "ROLLBACK TO w"); err != nil {
 			t.abort(r, err)
-			return
+			return nil
 		}
 	}
 	if _, err := t.wt.Exec(context.Background(), "RELEASE w"); err != nil {
 		t.abort(r, err)
-		return
+		return nil
 	}
 	if ferr != nil {
 		r.done <- ferr
-		return
+		if len(t.held) == 0 { // nothing to commit: free the write lock
+			t.rollback(nil)
+		}
+		return nil
 	}
 	t.held = append(t.held, r)
+	return nil
+}
+
+// runAll runs the writes of batch in turn (see run); when the file stayed
+// locked, the ones left fail with the same error.
+func (t *openTx) runAll(batch []*writeReq, savepoint bool) {
+	for i, r := range batch {
+		if err := t.run(r, savepoint); err != nil {
+			for _, r := range batch[i+1:] {
+				r.done <- err
+			}
+			return
+		}
+	}
 }
 
 // commit commits the open transaction and answers the writes it held
