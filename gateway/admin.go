@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -100,9 +101,27 @@ func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.Ha
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "belay's store is unavailable; retry shortly"})
 				return
 			}
-			writeJSON(w, status, map[string]string{"error": err.Error()})
+			msg := err.Error()
+			if status == http.StatusNotFound && ae == nil {
+				msg = notFound(r) // not the store's wording
+			}
+			writeJSON(w, status, map[string]string{"error": msg})
 		}
 	}
+}
+
+// notFound names what an admin request asked for that the store does not
+// hold: `run "ID" not found`, `approval "ID" not found`.
+func notFound(r *http.Request) string {
+	id := r.PathValue("id")
+	if id == "" {
+		return "not found"
+	}
+	noun := "run"
+	if strings.HasPrefix(r.URL.Path, "/admin/approvals/") {
+		noun = "approval"
+	}
+	return fmt.Sprintf("%s %q not found", noun, id)
 }
 
 func (s *Server) adminRuns(w http.ResponseWriter, r *http.Request) error {

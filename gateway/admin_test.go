@@ -147,3 +147,25 @@ func TestModelsHealthMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The admin API answers in its own shape, {"error": "..."}, also for a
+// path or method it does not have, and says what was not found without
+// the store's wording (newcomer finding).
+func TestAdminErrorsInTheAdminShape(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	for _, c := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{"GET", "/admin/kill", 405, "method GET is not allowed on /admin/kill (allowed: DELETE, POST)"},
+		{"GET", "/admin/nope", 404, "no route for GET /admin/nope"},
+		{"GET", "/admin/runs/nope", 404, `run "nope" not found`},
+		{"POST", "/admin/approvals/nope/approve", 404, `approval "nope" not found`},
+	} {
+		st, m := h.admin(c.method, c.path, `{"by":"ada"}`, "adm-key")
+		if msg, _ := m["error"].(string); st != c.status || msg != c.want {
+			t.Errorf("%s %s: %d %v; want %d {\"error\": %q}", c.method, c.path, st, m, c.status, c.want)
+		}
+	}
+}

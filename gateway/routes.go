@@ -56,6 +56,10 @@ func inDialect(mux *http.ServeMux) http.Handler {
 		if status == http.StatusMethodNotAllowed {
 			msg = fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow"))
 		}
+		if r.URL.Path == "/admin" || strings.HasPrefix(r.URL.Path, "/admin/") {
+			writeJSON(w, status, map[string]string{"error": msg}) // the admin API's shape
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, anthropic.Path) || r.Header.Get("Anthropic-Version") != "" {
 			typ := "not_found_error"
 			if status == http.StatusMethodNotAllowed {

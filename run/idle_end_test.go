@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -45,7 +46,7 @@ func TestEndIdleRuns(t *testing.T) {
 		if rec, _ := st.GetRun(ctx, "ok"); rec.Status != store.RunSucceeded || !rec.Ended.Equal(lastCall) {
 			t.Errorf("idle run after a good call: %+v, want succeeded, ended at %v", rec, lastCall)
 		}
-		if rec, _ := st.GetRun(ctx, "bad"); rec.Status != store.RunFailed || rec.Error == "" {
+		if rec, _ := st.GetRun(ctx, "bad"); rec.Status != store.RunFailed || !strings.HasPrefix(rec.Error, "idle for 1m0s with no step since") {
 			t.Errorf("idle run after a failed call: %+v, want failed with the idle error", rec)
 		}
 		if m.Live() != 0 {
@@ -113,6 +114,21 @@ func TestDeadlinePassingIdleEndsByOutcome(t *testing.T) {
 		}
 		_, err = r.Admit(ctx, modelStep(cents(1)))
 		wantReason(t, err, failure.DeadlineExceeded, failure.Fatal)
+
+		// Idle at its deadline after a failed call: failed, and the error
+		// says the deadline ended it (newcomer finding: it said "idle for
+		// 10m0s" after a minute).
+		rf, _ := m.Start(ctx, Spec{ID: "df", Limits: store.Limits{Deadline: 5 * time.Second}})
+		_ = rf.Call(ctx, modelStep(cents(1)), func(context.Context) (budget.Usage, error) {
+			return budget.Usage{}, errors.New("stream cut")
+		})
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		_ = m.Flush(ctx)
+		if rec, _ := st.GetRun(ctx, "df"); rec.Status != store.RunFailed ||
+			!strings.HasPrefix(rec.Error, "its deadline of 5s passed with no step since") {
+			t.Errorf("run idle at its deadline after a failed call: %+v, want failed, the deadline named", rec)
+		}
 
 		// A step still open at the deadline is cut short: a deadline stop.
 		r2, _ := m.Start(ctx, Spec{ID: "d2", Limits: store.Limits{Deadline: 5 * time.Second}})

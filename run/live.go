@@ -261,7 +261,7 @@ func (m *Manager) sweep() {
 	m.mu.Unlock()
 	for _, r := range rs {
 		if m.cfg.EndIdle && r.idleRunning(m.now()) {
-			r.endIdle()
+			r.endIdle(fmt.Sprintf("idle for %s", r.idleTTL()))
 			continue // evicted once its record is written
 		}
 		m.evict(r, true)
@@ -362,7 +362,7 @@ func (m *Manager) EndFresh(ctx context.Context) (int, error) {
 		r.mu.Unlock()
 		switch {
 		case fresh && !open:
-			r.endIdle()
+			r.endIdle("the process stopped")
 			n++
 		case fresh:
 			// A step still open (a long stream): the run ends softly, the
@@ -383,15 +383,17 @@ func (r *Run) idleRunning(now time.Time) bool {
 	return !r.ended && len(r.open) == 0 && ttl > 0 && now.Sub(r.lastActive) >= ttl
 }
 
-// endIdle ends an idle run by the outcome of its last model step.
-func (r *Run) endIdle() {
+// endIdle ends an idle run by the outcome of its last model step; why
+// says what ended it ("idle for 10m0s", "its deadline of 1m0s passed",
+// "the process stopped"), for the error of a run that ends failed.
+func (r *Run) endIdle(why string) {
 	r.mu.Lock()
 	status := store.RunSucceeded
 	if r.lastFailed {
 		status = store.RunFailed
 	}
 	r.mu.Unlock()
-	err := fmt.Errorf("idle for %s: no step since %s", r.idleTTL(), r.lastActiveTime().Format(time.RFC3339))
+	err := fmt.Errorf("%s with no step since %s; its last call had failed", why, r.lastActiveTime().Format(time.RFC3339))
 	if status == store.RunSucceeded {
 		err = nil
 	}

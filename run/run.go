@@ -124,7 +124,10 @@ func (r *Run) arm() {
 				// it is over ends by its last step's outcome, as after
 				// an idle time (later steps are still refused for the
 				// deadline, see checkLocked).
-				r.endIdle()
+				r.mu.Lock()
+				d := r.rec.Limits.Deadline
+				r.mu.Unlock()
+				r.endIdle(fmt.Sprintf("its deadline of %v passed", d))
 				return
 			}
 			_ = r.end(context.Background(), store.RunStopped, fe, true)

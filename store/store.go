@@ -9,6 +9,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -208,6 +209,48 @@ type Approval struct {
 	Decided   time.Time     `json:"decided,omitzero"`
 	DecidedBy string        `json:"decided_by,omitempty"`
 	Note      string        `json:"note,omitempty"`
+}
+
+// MarshalJSON writes Arguments as the JSON they hold (tool arguments are a
+// JSON object), not as base64; arguments that are not valid JSON are
+// written as a string.
+func (a Approval) MarshalJSON() ([]byte, error) {
+	type plain Approval
+	var args any // null when there are none
+	switch {
+	case json.Valid(a.Arguments):
+		args = json.RawMessage(a.Arguments)
+	case a.Arguments != nil:
+		args = string(a.Arguments)
+	}
+	return json.Marshal(struct {
+		plain
+		Arguments any `json:"arguments"`
+	}{plain(a), args})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes: arguments given as a JSON
+// string are that string's text, any other JSON value is kept as written.
+func (a *Approval) UnmarshalJSON(b []byte) error {
+	type plain Approval
+	var v struct {
+		plain
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*a = Approval(v.plain)
+	var text string
+	switch {
+	case len(v.Arguments) == 0 || string(v.Arguments) == "null":
+		a.Arguments = nil
+	case v.Arguments[0] == '"' && json.Unmarshal(v.Arguments, &text) == nil:
+		a.Arguments = []byte(text)
+	default:
+		a.Arguments = []byte(v.Arguments)
+	}
+	return nil
 }
 
 // Approvals is the stored approval queue.
