@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -40,5 +41,25 @@ func TestKilledDeploymentIsSkipped(t *testing.T) {
 	}
 	if d := resp.Header.Get("X-Belay-Deployment"); d != "oa-1" {
 		t.Errorf("after unkill served by %q, want oa-1", d)
+	}
+}
+
+// With every deployment of a model disabled, a call is refused as killed
+// (403, not retried), not answered 503 circuit_open as if the breakers
+// had opened (newcomer finding); no upstream call is made.
+func TestAllDeploymentsKilledIsAKillRefusal(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	for _, d := range []string{"oa-1", "oa-2"} {
+		if err := h.stack.Runs.Kill(ctx, store.KillDeployment, d, "maintenance"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, body := h.post("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if resp.StatusCode != 403 || !strings.Contains(body, `"code":"killed"`) || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("all deployments killed: %d %s (x-should-retry %q); want 403 killed, not retried", resp.StatusCode, body, resp.Header.Get("X-Should-Retry"))
+	}
+	if n := h.upstreamCalls("oa-1") + h.upstreamCalls("oa-2"); n != 0 {
+		t.Errorf("%d upstream calls, want 0", n)
 	}
 }

@@ -100,6 +100,10 @@ func (c *call) serve() (int, error) {
 	}
 	c.chain = s.router.Deployments(routeAlias)
 	c.firstDep = c.chain[0].Name
+	if s.disabled != nil && allDisabled(c.chain, s.disabled) {
+		return c.refuse(refusal(failure.Killed, fmt.Sprintf(
+			"every deployment of model %q is disabled by a kill flag (belay kill deployment/model; undo with belay unkill)", req.model)))
+	}
 	// From here the call is counted in run id (a refusal by the run's
 	// limits stops that run); a request refused above never had a run.
 	c.w.Header().Set(HeaderRunID, id)
@@ -176,6 +180,16 @@ func (c *call) serve() (int, error) {
 		settle()
 	}
 	return status, werr
+}
+
+// allDisabled reports whether disabled holds for every deployment of chain.
+func allDisabled(chain []route.Deployment, disabled func(route.Deployment) bool) bool {
+	for _, d := range chain {
+		if !disabled(d) {
+			return false
+		}
+	}
+	return true
 }
 
 // settleAfterAnswerMax is the largest answer body (bytes) written before

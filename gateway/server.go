@@ -70,6 +70,8 @@ type Server struct {
 	runs    Turns
 	store   store.Store
 	flush   func(ctx context.Context, runID string) error
+	// disabled reports a deployment a kill flag disables (nil: none can).
+	disabled func(route.Deployment) bool
 	router  *route.Router
 	client  *http.Client
 	log     *slog.Logger
@@ -123,6 +125,9 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 		if s.router, err = route.New(rcfg); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
+	}
+	if dis, ok := deps.Runs.(Disabler); ok {
+		s.disabled = dis.Disabled
 	}
 	for _, d := range rcfg.Deployments {
 		s.metrics.breakerState(d.Name, breaker.Closed)
