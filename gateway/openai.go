@@ -66,8 +66,8 @@ func (openAIFront) newStream(r *request) streamFollower {
 // openai.Completion's Usage field); the rest of the body is checked to be
 // a JSON object, not decoded.
 func (openAIFront) usage(body []byte) (dialect.Usage, bool) {
-	var u *openai.Usage
-	if dialect.DecodeMember(body, "usage", &u) != nil || u == nil {
+	u, ok := openai.ResponseUsage(body)
+	if !ok {
 		return dialect.Usage{}, false
 	}
 	return u.Dialect(), true
