@@ -78,6 +78,10 @@ func (t *runTurns) Unkill(ctx context.Context, target store.KillTarget, name str
 	return t.m.Unkill(ctx, target, name)
 }
 
+// gatewayLabels label the runs the gateway starts (run.Manager.Start
+// copies them).
+var gatewayLabels = map[string]string{"source": "gateway"}
+
 func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	var r *run.Run
 	err := store.ErrNotFound
@@ -85,8 +89,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		r, err = t.m.Get(ctx, a.RunID)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		spec := run.Spec{ID: a.RunID, Tenant: a.Tenant, Limits: storeLimits(a.Limits),
-			Labels: map[string]string{"source": "gateway"}}
+		spec := run.Spec{ID: a.RunID, Tenant: a.Tenant, Limits: storeLimits(a.Limits), Labels: gatewayLabels}
 		if a.Named {
 			// A run the gateway named: a client groups calls into a run by
 			// sending X-Belay-Run-Id, so this one is this call. It ends
@@ -102,8 +105,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := r.Record()
-	if rec.Tenant != a.Tenant {
+	if r.Tenant() != a.Tenant {
 		return nil, refusal(failure.PermissionDenied, "run "+a.RunID+" belongs to another tenant")
 	}
 	out := a.MaxOutputTokens
@@ -117,10 +119,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var deadline time.Time
-	if rec.Limits.Deadline > 0 {
-		deadline = rec.Started.Add(rec.Limits.Deadline)
-	}
+	deadline, _ := r.Deadline()
 	return &runTurn{t: t, adm: adm, deadline: deadline}, nil
 }
 

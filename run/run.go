@@ -202,6 +202,9 @@ func raise(dst *store.Run, src store.Run) {
 // ID returns the run id.
 func (r *Run) ID() string { return r.id }
 
+// Tenant returns the tenant the run belongs to (fixed when it starts).
+func (r *Run) Tenant() string { return r.tenant }
+
 // TraceID returns the trace id shared by the run's spans (32 hex digits,
 // derived from the run id, so every process writes the same one).
 func (r *Run) TraceID() string { return r.traceID }
