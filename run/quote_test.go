@@ -67,6 +67,28 @@ func TestQuoteIsWhatSettleCharges(t *testing.T) {
 	}
 }
 
+// quotedStep starts run "q" on a Manager closed at the test's end, admits
+// a 5-cent step and quotes it at 4 cents (usage 2 in, 1 out).
+func quotedStep(t *testing.T) (*Manager, *Run, *Admitted) {
+	t.Helper()
+	m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	r, err := m.Start(ctx, Spec{ID: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := r.Admit(ctx, modelStep(cents(5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Quote(usage(2, 1), Outcome{})
+	return m, r, a
+}
+
 // Once a step is quoted, Flush (the run's and the Manager's) waits for its
 // Settle or Fail: a caller that answers its client between the two leaves
 // no window in which a reader that flushed finds the step unsettled.
@@ -78,21 +100,8 @@ func TestFlushWaitsForAQuotedStep(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer m.Close()
+				m, r, a := quotedStep(t)
 				ctx := context.Background()
-				r, err := m.Start(ctx, Spec{ID: "q"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				a, err := r.Admit(ctx, modelStep(cents(5)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				a.Quote(usage(2, 1), Outcome{})
 				a.Quote(usage(2, 1), Outcome{}) // a second Quote announces nothing more
 				runDone, mgrDone := make(chan error, 1), make(chan error, 1)
 				go func() { runDone <- r.Flush(ctx) }()
@@ -106,6 +115,7 @@ func TestFlushWaitsForAQuotedStep(t *testing.T) {
 				default:
 				}
 				want := cents(4)
+				var err error
 				if fail {
 					err, want = a.Fail(ctx, errors.New("upstream gone")), 0
 				} else {
@@ -132,21 +142,8 @@ func TestFlushWaitsForAQuotedStep(t *testing.T) {
 // last answer finds that step's cost in the record.
 func TestFinishWaitsForAQuotedStep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
+		_, r, a := quotedStep(t)
 		ctx := context.Background()
-		r, err := m.Start(ctx, Spec{ID: "q"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := r.Admit(ctx, modelStep(cents(5)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.Quote(usage(2, 1), Outcome{})
 		finished := make(chan error, 1)
 		go func() { finished <- r.Finish(ctx, store.RunSucceeded, nil) }()
 		synctest.Wait()
