@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // ErrUnknownModel is returned by Pricing for a model that has no price and
@@ -106,6 +108,22 @@ type Match struct {
 type Pricing struct {
 	prices map[string]map[string]Price // provider → model → price
 	def    *Price
+	// found caches Lookup's results by provider and model as given, up to
+	// maxFound of them (the table does not change after NewPricing).
+	found  sync.Map // lookupKey → lookupResult
+	nFound atomic.Int64
+}
+
+// maxFound bounds Pricing's lookup cache: the names a process prices are
+// its deployments' few; past that many, lookups are not cached.
+const maxFound = 1024
+
+type lookupKey struct{ provider, model string }
+
+type lookupResult struct {
+	price Price
+	match Match
+	err   error
 }
 
 // PricingOptions configures NewPricing. The zero value gives the shipped
@@ -191,8 +209,25 @@ func (p *Pricing) set(provider, model string, pr Price) {
 // Lookup returns the price of model under provider: an exact entry, else
 // the longest prefix entry (see Pricing), else the default price. Entries
 // under provider "" (overrides without a provider) match any provider. It
-// returns an error wrapping ErrUnknownModel when nothing matches.
+// returns an error wrapping ErrUnknownModel when nothing matches. Results
+// are cached (for the first 1024 provider and model names asked); safe for
+// concurrent use.
 func (p *Pricing) Lookup(provider, model string) (Price, Match, error) {
+	k := lookupKey{provider, model}
+	if v, ok := p.found.Load(k); ok {
+		r := v.(*lookupResult)
+		return r.price, r.match, r.err
+	}
+	price, match, err := p.lookup(provider, model)
+	if p.nFound.Load() < maxFound {
+		if _, loaded := p.found.LoadOrStore(k, &lookupResult{price, match, err}); !loaded {
+			p.nFound.Add(1)
+		}
+	}
+	return price, match, err
+}
+
+func (p *Pricing) lookup(provider, model string) (Price, Match, error) {
 	provider, model = normProvider(provider), strings.ToLower(strings.TrimSpace(model))
 	var provs []string
 	if provider == "" {

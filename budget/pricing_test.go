@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -156,5 +157,29 @@ func TestUsageNormalisation(t *testing.T) {
 	}
 	if s := a.Add(g); s.InputTokens != 180 || s.ReasoningTokens != 5 {
 		t.Fatalf("sum %+v", s)
+	}
+}
+
+// Lookup's cache gives what the table gives, before and after it fills,
+// for found and unknown names alike.
+func TestLookupCacheAgreesWithTheTable(t *testing.T) {
+	p := DefaultPricing()
+	names := []string{"gpt-4o", "GPT-4o-2024-11-20", "o3-mini-2025-01-31", "claude-sonnet-4-5", "llama-3", "gpt-4oo"}
+	for i := range maxFound + 10 { // past the cache's bound
+		names = append(names, fmt.Sprintf("gpt-4o-mini-%d", i))
+	}
+	for round := range 2 {
+		for _, prov := range []string{"", "openai", "anthropic"} {
+			for _, model := range names {
+				pr, m, err := p.Lookup(prov, model)
+				wpr, wm, werr := p.lookup(prov, model)
+				if pr != wpr || m != wm || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+					t.Fatalf("round %d: Lookup(%q, %q) = %+v %+v %v; the table gives %+v %+v %v", round, prov, model, pr, m, err, wpr, wm, werr)
+				}
+			}
+		}
+	}
+	if n := p.nFound.Load(); n != maxFound {
+		t.Errorf("%d lookups cached, want the bound, %d", n, maxFound)
 	}
 }
