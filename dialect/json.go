@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	segjson "github.com/segmentio/encoding/json"
+	"github.com/belay-run/belay/internal/fastjson"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -122,13 +122,9 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // number) is a *FieldError on "body" ("must be a JSON object"), and decode
 // errors are turned into a *FieldError by DecodeError.
 func DecodeObject(body []byte, v any) error {
-	// segmentio/encoding/json decodes as encoding/json does, faster; a body
-	// it refuses is decoded again by encoding/json, whose errors name the
-	// value the way DecodeError words them.
-	if segjson.Unmarshal(body, v) == nil {
-		return objectOnly(body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
+	// fastjson: encoding/json's results and errors (DecodeError words
+	// them), faster.
+	if err := fastjson.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field == "" {
 			return Field("body", "must be a JSON object, not %s", te.Value)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/belay-run/belay/internal/fastjson"
 	"unicode/utf8"
 )
 
@@ -52,7 +53,7 @@ func DecodeMember(body []byte, name string, v any) error {
 		if !bytes.EqualFold(n, want) {
 			return
 		}
-		if err := json.Unmarshal(value, v); err != nil && first == nil {
+		if err := fastjson.Unmarshal(value, v); err != nil && first == nil {
 			first = err
 		}
 	})

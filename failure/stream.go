@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/belay-run/belay/internal/fastjson"
 	"io"
 	"strings"
 )
@@ -117,7 +118,7 @@ func (w *StreamWatcher) Observe(event string, data []byte) Observation {
 		return o
 	}
 	var c streamChunk
-	if len(data) == 0 || json.Unmarshal(data, &c) != nil {
+	if len(data) == 0 || fastjson.Unmarshal(data, &c) != nil {
 		if event == "error" {
 			o.Err = w.fail(New(Unknown, "stream error event: "+plainMessage(data, false)))
 		}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/belay-run/belay/internal/fastjson"
 	"net/http"
 	"strings"
 
@@ -103,7 +104,7 @@ func (s *openAIStream) strip(_ string, data []byte) bool {
 		Choices []json.RawMessage `json:"choices"`
 		Usage   json.RawMessage   `json:"usage"`
 	}
-	if json.Unmarshal(data, &c) != nil {
+	if fastjson.Unmarshal(data, &c) != nil {
 		return false
 	}
 	return len(c.Choices) == 0 && len(c.Usage) > 0 && string(c.Usage) != "null"

@@ -66,19 +66,19 @@ type Deps struct {
 
 // Server is the gateway. It is safe for concurrent use.
 type Server struct {
-	cfg     *config.Config
-	runs    Turns
-	store   store.Store
-	flush   func(ctx context.Context, runID string) error
+	cfg   *config.Config
+	runs  Turns
+	store store.Store
+	flush func(ctx context.Context, runID string) error
 	// disabled reports a deployment a kill flag disables (nil: none can).
 	disabled func(route.Deployment) bool
-	router  *route.Router
-	client  *http.Client
-	log     *slog.Logger
-	metrics *metrics
-	tenants tenants
-	models  []modelInfo
-	handler http.Handler
+	router   *route.Router
+	client   *http.Client
+	log      *slog.Logger
+	metrics  *metrics
+	tenants  tenants
+	models   []modelInfo
+	handler  http.Handler
 	// aliases maps (dialect, alias) to the route alias serving it.
 	aliases map[aliasKey]string
 }

@@ -1,7 +1,7 @@
 package anthropic
 
 import (
-	"encoding/json"
+	"github.com/belay-run/belay/internal/fastjson"
 
 	"github.com/belay-run/belay/dialect"
 )
@@ -73,7 +73,7 @@ var _ dialect.Accumulator = (*Accumulator)(nil)
 // Add folds one event's data.
 func (a *Accumulator) Add(data []byte) error {
 	var ev Event
-	if err := json.Unmarshal(data, &ev); err != nil {
+	if err := fastjson.Unmarshal(data, &ev); err != nil {
 		return err
 	}
 	switch ev.Type {

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/belay-run/belay/internal/fastjson"
 
 	"github.com/belay-run/belay/dialect"
 )
@@ -73,7 +74,7 @@ func (a *Accumulator) Add(data []byte) error {
 		Chunk
 		Error json.RawMessage `json:"error"`
 	}
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := fastjson.Unmarshal(data, &c); err != nil {
 		return err
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
