@@ -10,4 +10,9 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0
 )
 
-require github.com/bits-and-blooms/bitset v1.24.4 // indirect
+require (
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
