@@ -71,7 +71,7 @@ func DecodeMember(body []byte, name string, v any) error {
 // ends: strings are skipped to their unescaped closing quote, arrays and
 // objects to the bracket that closes their depth.
 func scanMembers(body []byte, valid bool, fn func(name []byte, nameStart, nameEnd, start, end int)) (open int, err error) {
-	if !valid && !json.Valid(body) {
+	if !valid && !fastjson.Valid(body) {
 		var v json.RawMessage
 		return 0, fmt.Errorf("%w: %v", ErrNotObject, json.Unmarshal(body, &v))
 	}

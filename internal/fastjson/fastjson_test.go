@@ -3,6 +3,7 @@ package fastjson
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +33,40 @@ func TestUnmarshalIsEncodingJSON(t *testing.T) {
 		if gerr == nil && !reflect.DeepEqual(got, want) {
 			t.Errorf("Unmarshal(%q) = %+v; encoding/json: %+v", in, got, want)
 		}
+	}
+}
+
+// FuzzValid checks Valid against encoding/json's (go test -fuzz FuzzValid
+// ./internal/fastjson).
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{`{"a":[1,-2.5e3,true,null,"x\u00e9\n"]}`, `{"a":1,}`, `[01]`, "\"\xff\"", `"\ud800"`, ` {} `, `{"a" 1}`, `1e`, `-`, `"\x"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+// A document nested deeper than encoding/json allows is refused, as
+// encoding/json refuses it (segmentio does not limit the depth); one at
+// the limit is accepted.
+func TestDepthLimitIsEncodingJSONs(t *testing.T) {
+	for _, depth := range []int{maxDepth - 1, maxDepth, maxDepth + 1, 3 * maxDepth} {
+		doc := []byte(`{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`)
+		if got, want := Valid(doc), json.Valid(doc); got != want {
+			t.Errorf("depth %d: Valid = %v, encoding/json %v", depth, got, want)
+		}
+		var got, want any
+		gerr, werr := Unmarshal(doc, &got), json.Unmarshal(doc, &want)
+		if (gerr == nil) != (werr == nil) {
+			t.Errorf("depth %d: Unmarshal err %v, encoding/json %v", depth, gerr, werr)
+		}
+	}
+	// Brackets inside strings do not count.
+	doc := []byte(`{"a":"` + strings.Repeat("[", 3*maxDepth) + `\"["}`)
+	if !Valid(doc) || !json.Valid(doc) {
+		t.Error("brackets in a string counted as nesting")
 	}
 }
