@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/belay-run/belay/config"
@@ -87,4 +89,35 @@ models:
 			t.Fatalf("call %d: GET /admin/runs right after the answer: %d %v, want run %s first", i, code, m, id)
 		}
 	}
+}
+
+// A call refused before it is counted in a run (a bad key) is logged as a
+// refusal, with no run id: the id the gateway drew for it names no run
+// (newcomer finding: "model call failed run=… error=degraded: …").
+func TestRefusalBeforeARunIsLoggedWithoutOne(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	g := newGWOpts(t, tokenLimitConfig("http://127.0.0.1:1", "{max_turns: 5}")+
+		"tenants: [{name: acme, key: vk-acme}]\n", gateway.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	resp, _ := g.do("POST", "/v1/chat/completions", chat, "Authorization", "Bearer vk-wrong")
+	if resp.StatusCode != 401 {
+		t.Fatalf("bad key: %d, want 401", resp.StatusCode)
+	}
+	mu.Lock()
+	line := logged.String()
+	mu.Unlock()
+	if !strings.Contains(line, "level=INFO msg=\"call refused\"") || strings.Contains(line, "run=") {
+		t.Errorf("log: %s; want an INFO \"call refused\" line naming no run", line)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -58,7 +58,12 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 		c := &call{s: s, f: f, w: w, r: r, start: time.Now()}
 		status, err := c.serve()
 		s.metrics.observe(c, status, err)
-		if err != nil {
+		switch {
+		case err == nil:
+		case c.runID == "": // refused before it was counted in a run (key, body, model): no run to name
+			s.log.LogAttrs(r.Context(), slog.LevelInfo, "call refused", slogString("tenant", c.tenant.Name),
+				slogString("model", c.alias), slogErr(err))
+		default:
 			s.log.LogAttrs(r.Context(), levelFor(err), "model call failed",
 				slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias), slogErr(err),
 				slogString("detail", detail(err)))
@@ -75,7 +80,6 @@ func (c *call) serve() (int, error) {
 	if fe != nil {
 		return c.refuse(fe)
 	}
-	c.runID = id
 	tenant, fe := s.tenants.identify(c.r)
 	if fe != nil {
 		return c.refuse(fe)
@@ -106,6 +110,7 @@ func (c *call) serve() (int, error) {
 	}
 	// From here the call is counted in run id (a refusal by the run's
 	// limits stops that run); a request refused above never had a run.
+	c.runID = id
 	c.w.Header().Set(HeaderRunID, id)
 
 	// admit
