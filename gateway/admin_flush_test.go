@@ -8,13 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
 )
 
@@ -23,52 +21,26 @@ import (
 // asked right after the answer, must still show the call (it flushes the
 // runs it reads).
 func TestAdminReadRightAfterTheAnswer(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, benchAnswer)
-	}))
-	t.Cleanup(up.Close)
-	y := fmt.Sprintf(`
-store: sqlite://%s
-admin_key: adm-key
-models:
-  - alias: bench
-    deployments:
-      - {name: bench-1, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-up}
-`, filepath.Join(t.TempDir(), "belay.db"), up.URL)
-	cfg, err := config.Parse([]byte(y), "t.yaml", func(string) (string, bool) { return "", false })
+	})
+	st, err := gateway.OpenStore(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "belay.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := gateway.Build(context.Background(), cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
-	srv := httptest.NewServer(st.Server.Handler())
-	t.Cleanup(srv.Close)
-
+	t.Cleanup(func() { st.Close() })
+	g := newGW(t, tokenLimitConfig(up.URL, "{max_turns: 5}")+"admin_key: adm-key\n", st)
 	get := func(path string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer adm-key")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		resp, body := g.do("GET", path, "", "Authorization", "Bearer adm-key")
 		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
+		_ = json.Unmarshal([]byte(body), &m)
 		return resp.StatusCode, m
 	}
 	for i := range 20 {
-		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(benchRequest))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := g.do("POST", "/v1/chat/completions", chat)
 		id, cost := resp.Header.Get("X-Belay-Run-Id"), resp.Header.Get("X-Belay-Cost-Usd")
 		if resp.StatusCode != 200 || id == "" || cost == "" {
 			t.Fatalf("call %d: status %d, run %q, cost %q", i, resp.StatusCode, id, cost)
