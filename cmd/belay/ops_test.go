@@ -216,6 +216,19 @@ func TestTraceShowRunning(t *testing.T) {
 	out, _, err := belay(t, url, "trace", "show", "live")
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "run invoke_agent  -  open  tenant=acme status=running tokens=24/86 cost=$0.00015")
+
+	// --json too (newcomer finding, session 4: its run span showed zeros).
+	out, _, err = belay(t, url, "trace", "show", "live", "--json")
+	wantCode(t, err, 0, "")
+	var spans []map[string]any
+	if err := json.Unmarshal([]byte(out), &spans); err != nil || len(spans) != 1 {
+		t.Fatalf("--json: %v: %s", err, out)
+	}
+	a, _ := spans[0]["attrs"].(map[string]any)
+	if a[trace.AttrInputTokens] != 24.0 || a[trace.AttrOutputTokens] != 86.0 || a["belay.run.turns"] != 1.0 ||
+		a[trace.AttrCostUSD] != 0.00015 {
+		t.Errorf("--json run span of a running run: %v; want the record's counts", a)
+	}
 }
 
 func TestTraceDiff(t *testing.T) {

@@ -52,7 +52,7 @@ func traceShowCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return printJSON(cmd.OutOrStdout(), nonNilSlice(spans))
+					return printJSON(cmd.OutOrStdout(), nonNilSlice(liveCounts(run, spans)))
 				}
 				return writeTrace(cmd.OutOrStdout(), run, spans, allAttrs)
 			})
@@ -205,6 +205,31 @@ func goldenCmd() *cobra.Command {
 
 func bytesLines(b []byte) int { return strings.Count(string(b), "\n") }
 
+// liveCounts returns spans with a running run's span given the record's
+// counts (turns, tool calls, tokens, cost): the span was written when the
+// run started, and its counts are the record's until the run ends
+// (newcomer findings, sessions 3 and 4: it showed zeros under the header's
+// counts, in the tree and in --json). Other spans are returned as they are.
+func liveCounts(run store.Run, spans []trace.Span) []trace.Span {
+	if run.Status != store.RunRunning {
+		return spans
+	}
+	spans = slices.Clone(spans)
+	for i, s := range spans {
+		if s.Kind == trace.KindRun && s.End.IsZero() {
+			a := maps.Clone(s.Attrs)
+			if a == nil {
+				a = map[string]any{}
+			}
+			a[trace.AttrInputTokens], a[trace.AttrOutputTokens] = run.InputTokens, run.OutputTokens
+			a[trace.AttrCostUSD] = run.Cost.Float()
+			a["belay.run.turns"], a["belay.run.tool_calls"] = int64(run.Turns), int64(run.ToolCalls)
+			spans[i].Attrs = a
+		}
+	}
+	return spans
+}
+
 // writeTrace prints a header from the run record, then the span tree.
 func writeTrace(w io.Writer, run store.Run, spans []trace.Span, allAttrs bool) error {
 	ew := &firstErrWriter{w: w}
@@ -218,25 +243,7 @@ func writeTrace(w io.Writer, run store.Run, spans []trace.Span, allAttrs bool) e
 		fmt.Fprintln(ew, "(no spans)")
 		return ew.err
 	}
-	if run.Status == store.RunRunning {
-		// The run's span was written when it started; its counts are
-		// the record's until it ends (newcomer finding, session 3: a
-		// running run's span printed tokens=0/0 under the header's
-		// counts).
-		spans = slices.Clone(spans)
-		for i, s := range spans {
-			if s.Kind == trace.KindRun && s.End.IsZero() {
-				a := maps.Clone(s.Attrs)
-				if a == nil {
-					a = map[string]any{}
-				}
-				a[trace.AttrInputTokens], a[trace.AttrOutputTokens] = run.InputTokens, run.OutputTokens
-				a[trace.AttrCostUSD] = run.Cost.Float()
-				spans[i].Attrs = a
-			}
-		}
-	}
-	t := newTree(spans)
+	t := newTree(liveCounts(run, spans))
 	for _, i := range t.roots {
 		t.write(ew, i, 0, allAttrs)
 	}
