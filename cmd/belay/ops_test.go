@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/belay-run/belay/config"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -372,4 +373,26 @@ func TestStoreURLErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "absent.db")
 	_, _, err = belay(t, "sqlite://"+missing, "kill", "all")
 	wantCode(t, err, 1, "absent.db")
+}
+
+// `belay serve` warns about a config that leaves runs without limits
+// (newcomer finding: a config with only admin_key removed the defaults).
+func TestUnlimitedConfig(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want bool
+	}{
+		{"admin_key: k\n", true},
+		{"limits: {max_turns: 5}\n", false},
+		{"tenants: [{name: a, key: k1, limits: {max_turns: 3}}]\n", false},
+		{"tenants: [{name: a, key: k1, limits: {max_turns: 3}}, {name: b, key: k2}]\n", true},
+	} {
+		cfg, err := config.Parse([]byte(c.yaml), "t.yaml", func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := unlimited(cfg); got != c.want {
+			t.Errorf("%q: unlimited = %v, want %v", c.yaml, got, c.want)
+		}
+	}
 }

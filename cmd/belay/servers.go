@@ -39,6 +39,11 @@ fresh machine.`,
 					return badInput(err)
 				}
 			}
+			if file != "" && unlimited(cfg) {
+				// A config without limits sets none (newcomer finding): say so.
+				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: warning: %s sets no run limits (turns, deadline, cost); "+
+					"runs are bounded only by their clients' X-Belay-* headers: add limits: {max_turns: 20, deadline: 5m, max_cost_usd: 1.00}\n", file)
+			}
 			if listen != "" {
 				cfg.Listen = listen
 			}
@@ -80,6 +85,20 @@ fresh machine.`,
 // collector's background work at 4.6% of the gateway's CPU under load, at
 // 400 at 1.4%.
 const serveGCPercent = 400
+
+// unlimited reports whether some runs the config admits have no limit of
+// its own: no global limits, and no tenants, or a tenant without limits.
+func unlimited(cfg *config.Config) bool {
+	if cfg.Limits != (config.Limits{}) {
+		return false
+	}
+	for _, t := range cfg.Tenants {
+		if t.Limits == (config.Limits{}) {
+			return true
+		}
+	}
+	return len(cfg.Tenants) == 0
+}
 
 // startCPUProfile starts a CPU profile written to path; stop ends it and
 // closes the file.
