@@ -29,9 +29,9 @@ import (
 // comes earlier when lingerBatch of them have run, when a request-path
 // write comes (it runs in the same transaction and commits it), and on
 // Store.Hurry (a reader about to wait for them). Under a sequential load
-// (a call every half millisecond) a commit then holds some fifty calls'
-// writes, where a commit per few calls made the commits a third of the
-// writer's CPU; running each write when it comes keeps the writer's CPU
+// (a call about every millisecond in bench/gateway) a commit then holds
+// some twenty-five calls' writes, where a commit per few calls made the
+// commits a third of the writer's CPU; running each write when it comes keeps the writer's CPU
 // spread out, not in bursts that delay the requests around them. While
 // the transaction is open, other processes' writes to the file wait (up
 // to their busy timeout); readers do not. What a crash loses is the open

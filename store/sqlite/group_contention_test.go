@@ -26,7 +26,7 @@ func TestHurryCoversWritesQueuedBeforeIt(t *testing.T) {
 	const rounds = 20
 	for round := range rounds {
 		synctest.Test(t, func(t *testing.T) {
-			s, b := lingerStore(t)
+			s, b := openTest(t)
 			ctx := store.Deferrable(context.Background())
 			entered, gate := make(chan struct{}), make(chan struct{})
 			aDone := make(chan error, 1)
@@ -185,7 +185,7 @@ func TestLockedFileFailsQueuedWritesOnce(t *testing.T) {
 // transaction: it alone fails; the others commit.
 func TestPanicWithOpenRowsInSharedTransaction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, b := lingerStore(t)
+		_, b := openTest(t)
 		ctx := store.Deferrable(context.Background())
 		for i := range 3 {
 			if err := b.Write(ctx, insertScope(fmt.Sprint("seed", i))); err != nil {
@@ -227,7 +227,7 @@ func TestPanicWithOpenRowsInSharedTransaction(t *testing.T) {
 // not run.
 func TestCloseDuringLinger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, b := lingerStore(t)
+		s, b := openTest(t)
 		ctx := store.Deferrable(context.Background())
 		start := time.Now()
 		done := deferred(b, "d", 5)

@@ -3,25 +3,12 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/belay-run/belay/store"
 )
-
-// lingerStore opens a store inside the current synctest bubble, so that
-// the writer's linger runs on the bubble's clock.
-func lingerStore(t *testing.T) (*Store, *backend) {
-	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, s.b
-}
 
 // deferred starts n deferrable writes and returns the channel their
 // results come on.
@@ -37,7 +24,7 @@ func deferred(b *backend, prefix string, n int) chan error {
 // the writes that come meanwhile go in the same commit.
 func TestDeferrableWritesLingerTogether(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, b := lingerStore(t)
+		_, b := openTest(t)
 		start := time.Now()
 		commits := b.ckpt.commits.Load()
 		done := deferred(b, "d", 10)
@@ -59,7 +46,7 @@ func TestDeferrableWritesLingerTogether(t *testing.T) {
 // does not wait for it.
 func TestHurryEndsTheLinger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, b := lingerStore(t)
+		s, b := openTest(t)
 		start := time.Now()
 		done := deferred(b, "d", 3)
 		synctest.Wait() // all three queued; the writer lingers
@@ -80,11 +67,13 @@ func TestHurryEndsTheLinger(t *testing.T) {
 	})
 }
 
-// A full batch does not wait: under a load that fills maxBatch within the
-// linger, deferrable writes are committed as fast as they come.
+// A full transaction does not wait: under a load that runs lingerBatch
+// writes within the linger, deferrable writes are committed as fast as
+// they come. (openTest, called inside the bubble, runs the writer on the
+// bubble's clock.)
 func TestFullBatchEndsTheLinger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, b := lingerStore(t)
+		_, b := openTest(t)
 		start := time.Now()
 		const n = 3 * maxBatch
 		done := deferred(b, "d", n)
@@ -93,7 +82,7 @@ func TestFullBatchEndsTheLinger(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// The last batch may be short of maxBatch: it waits its linger.
+		// The last transaction may be short of lingerBatch: it waits its linger.
 		if waited := time.Since(start); waited > linger {
 			t.Errorf("%d deferrable writes took %v, want at most one linger (%v)", n, waited, linger)
 		}
