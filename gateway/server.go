@@ -116,18 +116,18 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s.aliases, s.models = aliases, models
+	if dis, ok := deps.Runs.(Disabler); ok {
+		s.disabled = dis.Disabled
+	}
 	s.router = deps.Router
 	if s.router == nil {
 		rcfg.OnBreakerChange = func(name string, _, to breaker.State) { s.metrics.breakerState(name, to) }
-		if dis, ok := deps.Runs.(Disabler); ok {
-			rcfg.Skip = func(d *route.Deployment) bool { return dis.Disabled(*d) }
+		if s.disabled != nil {
+			rcfg.Skip = func(d *route.Deployment) bool { return s.disabled(*d) }
 		}
 		if s.router, err = route.New(rcfg); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
-	}
-	if dis, ok := deps.Runs.(Disabler); ok {
-		s.disabled = dis.Disabled
 	}
 	for _, d := range rcfg.Deployments {
 		s.metrics.breakerState(d.Name, breaker.Closed)
