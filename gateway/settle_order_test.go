@@ -28,8 +28,11 @@ models:
 
 // A client that sends its next call in the same run right after its
 // answer is admitted against the step's actual usage, as when the gateway
-// settled before answering (the answer now goes first; the step closes
-// before it, and the settle follows at once). Each call reserves ~410 tokens of
+// settled before answering: the answer now goes first, but the server
+// reads the next request of a keep-alive connection only once the handler
+// has returned, after the settle. (A call on another connection can come
+// in between; it then sees the step open, its estimate still counted: the
+// safe side.) Each call reserves ~410 tokens of
 // the 700-token limit and uses 15: two sequential calls fit.
 func TestFollowUpRightAfterAnswerSeesSettledTokens(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
