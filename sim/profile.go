@@ -173,7 +173,7 @@ var profiles = map[string]Profile{
 	"none": {Name: "none", Latency: fast},
 	// storm: 30% rate limits (Retry-After <= 2s), 10% overloaded (529 /
 	// 503), 5% 500, 3% hangs, 2% resets, 2% HTML 502, 1% 200-with-error,
-	// 1% mid-stream errors; 54% succeed.
+	// 1% mid-stream errors; 46% succeed (54% of attempts fail).
 	"storm": {Name: "storm", Latency: fast, Faults: []Weighted{
 		{RateLimit, 0.30}, {Overloaded, 0.10}, {ServerError, 0.05}, {Hang, 0.03},
 		{Reset, 0.02}, {BadGatewayHTML, 0.02}, {ErrorIn200, 0.01}, {StreamError, 0.01},

@@ -68,7 +68,7 @@ func main() {
 	flag.DurationVar(&o.portkeyWait, "portkey-install-timeout", 120*time.Second, "the one npm install attempt's time limit")
 	flag.StringVar(&o.store, "store", "", "diagnostic: the store URL of the belay under measurement instead of SQLite (memory://); the goals need the default")
 	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 10, failure_rate: 0.8, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
-	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 6, chain_max_attempts: 12, budget_ratio: 0.5\"")
+	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 8, chain_max_attempts: 16, budget_ratio: 0.5\"")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "diagnostic: write each belay process's CPU profile to DIR/NAME.cpu (go tool pprof)")
 	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential latency and time to first token (direct, proxy, belay) and print them; no goals")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
