@@ -147,9 +147,10 @@ func (c *call) serve() (int, error) {
 		if s.cfg.Capture != config.CaptureOff { // for the record only: after the answer
 			out.InputMessages, out.OutputMessages = c.payload()
 		}
-		cost, serr := turn.Settle(context.WithoutCancel(c.r.Context()), out)
+		sctx := context.WithoutCancel(c.r.Context())
+		cost, serr := turn.Settle(sctx, out)
 		if serr != nil {
-			s.log.LogAttrs(c.r.Context(), levelFor(serr), "settle failed", slogString("run", id), slogErr(serr))
+			s.log.LogAttrs(sctx, levelFor(serr), "settle failed", slogString("run", id), slogErr(serr))
 		}
 		return cost
 	}
@@ -181,8 +182,12 @@ func (c *call) serve() (int, error) {
 		status, werr = c.writeAnswer()
 	}
 	if later {
-		_ = http.NewResponseController(c.w).Flush() // the answer has its length: it is complete
-		settle()
+		// The answer has its length: once flushed it is complete, and the
+		// handler returns at once, so that the connection's next request
+		// is read while this call is recorded. Server.Settled waits for
+		// the settle; Run.Flush and Finish wait for the quoted step.
+		_ = http.NewResponseController(c.w).Flush()
+		s.settling.Go(func() { settle() })
 	}
 	return status, werr
 }

@@ -28,12 +28,12 @@ models:
 
 // A client that sends its next call in the same run right after its
 // answer is admitted against the step's actual usage, as when the gateway
-// settled before answering: the answer now goes first, but the server
-// reads the next request of a keep-alive connection only once the handler
-// has returned, after the settle. (A call on another connection can come
-// in between; it then sees the step open, its estimate still counted: the
-// safe side.) Each call reserves ~410 tokens of
-// the 700-token limit and uses 15: two sequential calls fit.
+// settled before answering: the answer now goes first and the settle runs
+// after the handler returned, but the run's next admission waits for a
+// step that is settling (run.Run.Admit). Half the follow-ups come on the
+// same keep-alive connection, half on a new one (the first call asked for
+// Connection: close). Each call reserves ~410 tokens of the 700-token
+// limit and uses 15: two sequential calls fit.
 func TestFollowUpRightAfterAnswerSeesSettledTokens(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -45,7 +45,11 @@ func TestFollowUpRightAfterAnswerSeesSettledTokens(t *testing.T) {
 	const n = 300
 	for i := range n {
 		id := fmt.Sprintf("follow-%d", i)
-		resp, b := g.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", id)
+		conn := "keep-alive"
+		if i%2 == 1 {
+			conn = "close"
+		}
+		resp, b := g.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", id, "Connection", conn)
 		if resp.StatusCode != 200 {
 			t.Fatalf("first call: %d %s", resp.StatusCode, b)
 		}

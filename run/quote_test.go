@@ -163,3 +163,49 @@ func TestFinishWaitsForAQuotedStep(t *testing.T) {
 		}
 	})
 }
+
+// The run's next Admit waits for a quoted step: a client's next call, sent
+// on the answer, is admitted against the step's actual tokens. Here the
+// run's token limit holds the quoted step's estimate (1000) but not that
+// and the next step's; once the step settles at 3 tokens, it holds both.
+func TestAdmitWaitsForAQuotedStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		r, err := m.Start(ctx, Spec{ID: "q", Limits: store.Limits{MaxTokens: 1500}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := Step{Kind: KindModel, Provider: "test", Model: "m", PromptTokens: 500, MaxOutputTokens: 500}
+		a, err := r.Admit(ctx, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Quote(usage(2, 1), Outcome{})
+
+		admitted := make(chan error, 1)
+		go func() {
+			b, err := r.Admit(ctx, step)
+			if err == nil {
+				err = b.Settle(ctx, usage(2, 1), Outcome{})
+			}
+			admitted <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-admitted:
+			t.Fatalf("Admit returned (%v) before the quoted step settled", err)
+		default:
+		}
+		if err := a.Settle(ctx, usage(2, 1), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-admitted; err != nil {
+			t.Errorf("next step after the quoted one settled: %v; want admitted", err)
+		}
+	})
+}

@@ -103,6 +103,19 @@ func hardStop(reason failure.Reason) bool {
 	return reason == failure.Killed || reason == failure.DeadlineExceeded
 }
 
+// settleQuoted waits until the run's quoted steps (answered, settling:
+// see Admitted.Quote) are settled, or ctx ends: a client's next call, sent
+// on the previous answer, on any connection, is admitted against that
+// step's actual usage, not its estimate.
+func (r *Run) settleQuoted(ctx context.Context) {
+	r.mu.Lock()
+	q := r.quoted
+	r.mu.Unlock()
+	if q > 0 {
+		_ = r.waitUntil(ctx, func() bool { return r.quoted == 0 }) // if ctx ends first, admission sees it
+	}
+}
+
 // Admit checks, in order: the run has not ended and is not killed (flags
 // for all, the run, its tenant), the step's model, deployment or tool is
 // not killed; a model step has a turn left (Limits.MaxTurns); time is left
@@ -117,7 +130,10 @@ func hardStop(reason failure.Reason) bool {
 // charged (see Run.end). A model step's turn is counted in the ledger
 // (TurnScope), so MaxTurns holds across processes sharing a store. A
 // store error during the reservation is returned as is and stops nothing.
+// A step of the run that was quoted (Admitted.Quote) and is settling is
+// waited for first, so that its actual usage, not its estimate, counts.
 func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
+	r.settleQuoted(ctx)
 	if s.Kind == "" {
 		s.Kind = KindModel
 	}
