@@ -11,7 +11,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
@@ -56,7 +58,9 @@ func BenchmarkChatCompletion(b *testing.B) {
 			}
 		}
 		do()
+		cpu0 := processCPU(b)
 		b.ResetTimer()
+		defer func() { b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op") }()
 		if parallel {
 			b.SetParallelism(16) // 32 clients on 2 cores: saturation
 			b.RunParallel(func(pb *testing.PB) {
@@ -113,4 +117,15 @@ models:
 			})
 		}
 	}
+}
+
+// processCPU returns the CPU time (user and system) this process has used:
+// per request, the work of client, gateway and upstream together, which
+// varies less between runs on a shared machine than the wall time.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/belay-run/belay/eval"
 	"github.com/belay-run/belay/eval/harness"
@@ -69,8 +70,8 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 				}
 				opt.Runs = n
 			}
-			if !noBar && !quiet {
-				opt.Progress = cmd.ErrOrStderr()
+			if w := cmd.ErrOrStderr(); !noBar && !quiet && isTerminal(w) {
+				opt.Progress = w // a bar redrawn in a log or a CI job's output is noise
 			}
 			st, err := open.Open(ctx, storeURL)
 			if err != nil {
@@ -121,7 +122,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 	f.StringVar(&baseline, "baseline", "", "with --detect: the baseline report whose pass rates the drop is measured from")
 	f.BoolVar(&runDetected, "run-detected", false, "with --detect: run the suite with that many runs per scenario")
 	f.BoolVar(&quiet, "quiet", false, "print nothing but errors")
-	f.BoolVar(&noBar, "no-progress", false, "do not show the progress bar")
+	f.BoolVar(&noBar, "no-progress", false, "do not show the progress bar (it is shown only when stderr is a terminal)")
 	return c
 }
 
@@ -188,4 +189,10 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -28,11 +28,15 @@ import (
 // share one commit; their callers are answered at the commit. The commit
 // comes earlier when lingerBatch of them have run, when a request-path
 // write comes (it runs in the same transaction and commits it), and on
-// Store.Hurry (a reader about to wait for them). Under a sequential load
-// (a call about every millisecond in bench/gateway) a commit then holds
-// some twenty-five calls' writes, where a commit per few calls made the
-// commits a third of the writer's CPU; running each write when it comes keeps the writer's CPU
-// spread out, not in bursts that delay the requests around them. While
+// Store.Hurry (a reader about to wait for them). Under bench/gateway's
+// sequential load (a call about every 0.3 ms, three deferrable writes
+// each) a commit then holds the linger's 80 or so calls: a commit writes
+// each page it dirtied once, so the more calls share it the fewer pages
+// each costs (at 32 writes a commit the commits were a quarter of the
+// writer's CPU, and the writer's CPU the largest share of the gateway's
+// besides its request path). Running each write when it comes keeps the
+// writer's CPU spread out, not in bursts that delay the requests around
+// them. While
 // the transaction is open, other processes' writes to the file wait (up
 // to their busy timeout); readers do not. What a crash loses is the open
 // transaction: up to linger of records and covered settles (a covered
@@ -42,9 +46,9 @@ const (
 	queueDepth = 1024
 	linger     = 25 * time.Millisecond
 	// lingerBatch deferrable writes in the open transaction commit it:
-	// they share the commit's cost well enough, and under load a longer
-	// wait only keeps more writes (and their callers) in flight.
-	lingerBatch = 32
+	// under a heavy load the linger would keep more writes (and their
+	// callers) in flight without making the commit cheaper per write.
+	lingerBatch = 256
 	// rest is how long the writer leaves the file's write lock free after
 	// a linger ran out, before it begins the next transaction for
 	// deferrable writes (request-path writes do not wait): a process that
