@@ -1,15 +1,16 @@
 package gateway
 
 import (
-	"github.com/belay-run/belay/run"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/belay-run/belay/breaker"
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/route"
+	"github.com/belay-run/belay/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,6 +30,7 @@ type metrics struct {
 	stops     *prometheus.CounterVec   // reason
 	latency   *prometheus.HistogramVec // dialect, stream
 	ttft      *prometheus.HistogramVec // dialect
+	alerts    *prometheus.CounterVec   // scope ("run" or "tenant"), threshold
 }
 
 func newMetrics() *metrics {
@@ -52,10 +54,18 @@ func newMetrics() *metrics {
 			Help: "Time from request to the end of the response.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}, []string{"dialect", "stream"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_time_to_first_token_seconds",
 			Help: "Time from request to the first model output relayed to a streaming client.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 10)}, []string{"dialect"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_budget_alerts_total",
+			Help: "Budget alert thresholds crossed (a tenant budget's alert_at), by scope (tenant; run where run alerts are set) and threshold."}, []string{"scope", "threshold"}),
 	}
-	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.fallbacks, m.breaker, m.spend, m.stops, m.latency, m.ttft,
+	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.fallbacks, m.breaker, m.spend, m.stops, m.latency, m.ttft, m.alerts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// alert counts a crossed budget threshold.
+func (m *metrics) alert(a budget.Alert) {
+	kind, _, _ := strings.Cut(string(a.Scope), ":")
+	m.alerts.WithLabelValues(kind, strconv.FormatFloat(a.Threshold, 'g', -1, 64)).Inc()
 }
 
 func (m *metrics) handler() http.Handler {

@@ -142,6 +142,9 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		// of a run the gateway names goes upstream without a store write.
 		FirstStepInMemory: processLocal(st.Store),
 		Logger:            o.Logger,
+		// A crossed alert_at threshold is a WARN log line and
+		// belay_budget_alerts_total, besides the run span's event.
+		OnAlert: st.alert,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -198,6 +201,16 @@ func (d deferredSpans) WriteSpans(ctx context.Context, spans []trace.Span) error
 		ctx = store.Deferrable(ctx)
 	}
 	return d.s.WriteSpans(ctx, spans)
+}
+
+// alert reports a crossed budget threshold: a WARN log line, and the
+// metric once the Server exists (alerts come from settles, after Build).
+func (st *Stack) alert(a budget.Alert) {
+	st.log.Warn("budget alert", "scope", string(a.Scope), "threshold", a.Threshold,
+		"spent_usd", a.Settled.Decimal(), "limit_usd", a.Limit.Decimal())
+	if st.Server != nil {
+		st.Server.metrics.alert(a)
+	}
 }
 
 // Close stops the run manager, flushes the traces and closes the store
