@@ -38,7 +38,8 @@ type request struct {
 	// promptTokens is the estimated prompt size, for the reservation and
 	// for charging a cut stream that reported no usage.
 	promptTokens int64
-	// maxOutput is the request's output token limit, 0 when unset.
+	// maxOutput is the request's output token limit over all its choices
+	// (OpenAI n), 0 when unset.
 	maxOutput int64
 	// body is what is sent upstream (the model is rewritten per
 	// deployment).

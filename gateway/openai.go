@@ -26,6 +26,14 @@ func (openAIFront) parse(body []byte) (*request, error) {
 	if n, ok := openai.MaxOutputTokens(r); ok {
 		out.maxOutput = n
 	}
+	if k := r.Choices(); k > 1 {
+		// Each of the n choices may run to the output limit, and each is
+		// billed: the reservation covers them all.
+		if out.maxOutput == 0 {
+			out.maxOutput = DefaultReserveOutputTokens
+		}
+		out.maxOutput *= k
+	}
 	if r.Stream && !r.IncludeUsage() {
 		// Ask upstream for the usage chunk so the call is charged from
 		// real counts; the chunk is stripped from the client's stream.

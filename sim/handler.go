@@ -21,6 +21,7 @@ type exchange struct {
 	stream       bool
 	includeUsage bool
 	maxOut       int64 // 0: no limit given
+	choices      int64 // OpenAI n; 0 or 1: one
 	promptTokens int64
 	conv         *Conversation
 
@@ -115,7 +116,8 @@ func (ex *exchange) usage(r reply) dialect.Usage {
 	if ex.maxOut > 0 {
 		out = min(out, ex.maxOut)
 	}
-	return dialect.Usage{Input: ex.promptTokens, Output: out}
+	// Each choice (OpenAI n) is generated, and counted, in full.
+	return dialect.Usage{Input: ex.promptTokens, Output: out * max(ex.choices, 1)}
 }
 
 // wire is one dialect's rendering.

@@ -21,7 +21,7 @@ func (openaiWire) parse(body []byte) (*exchange, error) {
 	}
 	max, _ := openai.MaxOutputTokens(req)
 	return &exchange{
-		model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage(), maxOut: max,
+		model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage(), maxOut: max, choices: req.Choices(),
 		promptTokens: openai.EstimatePromptTokens(req), conv: fromOpenAI(req),
 	}, nil
 }
@@ -97,9 +97,13 @@ func (openaiWire) body(ex *exchange, r reply) []byte {
 	}
 	finish := openAIFinish(r)
 	u := openai.FromDialect(ex.usage(r))
+	choices := make([]openai.Choice, max(ex.choices, 1)) // n choices: the scripted reply n times
+	for i := range choices {
+		choices[i] = openai.Choice{Index: i, Message: msg, FinishReason: finish}
+	}
 	b, _ := json.Marshal(openai.Completion{
 		ID: ex.messageID, Object: "chat.completion", Created: ex.created, Model: ex.model,
-		Choices:           []openai.Choice{{Index: 0, Message: msg, FinishReason: finish}},
+		Choices:           choices,
 		Usage:             &u,
 		SystemFingerprint: "fp_sim",
 		ServiceTier:       "default",
@@ -108,35 +112,39 @@ func (openaiWire) body(ex *exchange, r reply) []byte {
 }
 
 func (openaiWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, rep reply, p streamPlan) {
-	chunk := func(d openai.Delta, finish *string) []byte {
-		b, _ := json.Marshal(openai.Chunk{
-			ID: ex.messageID, Object: "chat.completion.chunk", Created: ex.created, Model: ex.model,
-			SystemFingerprint: "fp_sim",
-			Choices:           []openai.ChunkChoice{{Index: 0, Delta: d, FinishReason: finish}},
-		})
-		return b
-	}
 	var events [][]byte
 	finish := openAIFinish(rep)
 	empty := ""
-	if rep.text != "" || len(rep.calls) == 0 {
-		events = append(events, chunk(openai.Delta{Role: "assistant", Content: &empty}, nil))
-		for _, piece := range pieces(rep.text, 16) {
-			events = append(events, chunk(openai.Delta{Content: &piece}, nil))
+	// n choices: each choice's events in turn, told apart by their index.
+	for ci := range int(max(ex.choices, 1)) {
+		chunk := func(d openai.Delta, finish *string) []byte {
+			b, _ := json.Marshal(openai.Chunk{
+				ID: ex.messageID, Object: "chat.completion.chunk", Created: ex.created, Model: ex.model,
+				SystemFingerprint: "fp_sim",
+				Choices:           []openai.ChunkChoice{{Index: ci, Delta: d, FinishReason: finish}},
+			})
+			return b
 		}
+		first := len(events)
+		if rep.text != "" || len(rep.calls) == 0 {
+			events = append(events, chunk(openai.Delta{Role: "assistant", Content: &empty}, nil))
+			for _, piece := range pieces(rep.text, 16) {
+				events = append(events, chunk(openai.Delta{Content: &piece}, nil))
+			}
+		}
+		for i, c := range rep.calls {
+			head := openai.ToolCallDelta{Index: i, ID: c.id, Type: "function", Function: openai.FunctionCall{Name: c.name}}
+			d := openai.Delta{ToolCalls: []openai.ToolCallDelta{head}}
+			if len(events) == first {
+				d.Role = "assistant"
+			}
+			events = append(events, chunk(d, nil))
+			for _, piece := range pieces(c.args, 12) {
+				events = append(events, chunk(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: i, Function: openai.FunctionCall{Arguments: piece}}}}, nil))
+			}
+		}
+		events = append(events, chunk(openai.Delta{}, &finish))
 	}
-	for i, c := range rep.calls {
-		head := openai.ToolCallDelta{Index: i, ID: c.id, Type: "function", Function: openai.FunctionCall{Name: c.name}}
-		d := openai.Delta{ToolCalls: []openai.ToolCallDelta{head}}
-		if len(events) == 0 {
-			d.Role = "assistant"
-		}
-		events = append(events, chunk(d, nil))
-		for _, piece := range pieces(c.args, 12) {
-			events = append(events, chunk(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: i, Function: openai.FunctionCall{Arguments: piece}}}}, nil))
-		}
-	}
-	events = append(events, chunk(openai.Delta{}, &finish))
 	if ex.includeUsage {
 		u := openai.FromDialect(ex.usage(rep))
 		b, _ := json.Marshal(openai.Chunk{ID: ex.messageID, Object: "chat.completion.chunk", Created: ex.created,

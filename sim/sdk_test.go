@@ -14,6 +14,7 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/sim"
 )
 
@@ -238,5 +239,48 @@ func TestSDKErrorsFromFaults(t *testing.T) {
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 503 || ae.Type() != "api_error" || ae.RequestID == "" {
 		t.Fatalf("anthropic error = %#v", err)
+	}
+}
+
+// n: 2 gets two choices, as from OpenAI, streamed or not, and their usage
+// counts both choices' output (newcomer finding: the simulator answered
+// one). The official client's accumulator puts streamed choices by index.
+func TestOpenAIChoices(t *testing.T) {
+	_, ts := startSim(t, sim.Config{Seed: 1, Script: mustScript(t, refundScript)})
+	c := openaiClient(ts, "")
+	params := openai.ChatCompletionNewParams{
+		Model:    "gpt-4o-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a joke about queues.")},
+		N:        openai.Int(2),
+	}
+	// The simulator's usage: ceil(chars / 4) output tokens per choice.
+	want := func(content string) int64 { return 2 * dialect.EstimateTokens(int64(len(content))) }
+	got, err := c.Chat.Completions.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Choices) != 2 || got.Choices[1].Index != 1 || got.Choices[0].Message.Content == "" ||
+		got.Choices[1].Message.Content != got.Choices[0].Message.Content {
+		t.Fatalf("choices = %+v; want two, the same answer", got.Choices)
+	}
+	if w := want(got.Choices[0].Message.Content); got.Usage.CompletionTokens != w {
+		t.Errorf("usage %+v; want %d completion tokens, both choices", got.Usage, w)
+	}
+
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := c.Chat.Completions.NewStreaming(context.Background(), params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 2 || acc.Choices[0].Message.Content == "" ||
+		acc.Choices[1].Message.Content != acc.Choices[0].Message.Content || acc.Choices[1].FinishReason != "stop" {
+		t.Fatalf("streamed choices = %+v", acc.Choices)
+	}
+	if w := want(acc.Choices[0].Message.Content); acc.Usage.CompletionTokens != w {
+		t.Errorf("streamed usage %+v; want %d completion tokens", acc.Usage, w)
 	}
 }

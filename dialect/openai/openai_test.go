@@ -100,6 +100,9 @@ func TestParseRequestValidation(t *testing.T) {
 		{`{"model":"m","messages":{"role":"user"}}`, "messages"},
 		{`{"model":"m","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, "stream"},
 		{`{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
+		{`{"model":"m","n":0,"messages":[{"role":"user","content":"hi"}]}`, "n"},
+		{`{"model":"m","n":129,"messages":[{"role":"user","content":"hi"}]}`, "n"},
+		{`{"model":"m","n":1.5,"messages":[{"role":"user","content":"hi"}]}`, "n"},
 		{`{"model":"m","tools":[{"type":"function","function":{}}],"messages":[{"role":"user","content":"hi"}]}`, "tools[0].function.name"},
 		{`{"model":"m",`, "body"},
 	} {
@@ -222,5 +225,44 @@ func TestRewriteModelKeepsBody(t *testing.T) {
 	out, err := openai.RewriteModel([]byte(in), "gpt-4o-2024-08-06")
 	if err != nil || string(out) != `{"model": "gpt-4o-2024-08-06", "messages": [{"role":"user","content":"hi"}], "x_custom": {"deep": true}}` {
 		t.Fatalf("%s %v", out, err)
+	}
+}
+
+// n is read and bounded (1 to 128, as OpenAI's API reference says);
+// without it a request asks for one choice.
+func TestChoices(t *testing.T) {
+	for body, want := range map[string]int64{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`:         1,
+		`{"model":"m","n":3,"messages":[{"role":"user","content":"hi"}]}`:   3,
+		`{"model":"m","n":128,"messages":[{"role":"user","content":"hi"}]}`: 128,
+	} {
+		r, err := openai.ParseRequest([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if got := r.Choices(); got != want {
+			t.Errorf("%s: Choices() = %d, want %d", body, got, want)
+		}
+	}
+}
+
+// A tool's parameters count the same however the client formatted its
+// JSON: whitespace outside strings is not counted, whitespace inside them
+// is (newcomer finding: pretty-printed tools were estimated larger).
+func TestEstimateIgnoresJSONFormatting(t *testing.T) {
+	compact := `{"type":"object","properties":{"q":{"type":"string","description":"a  \"quoted\" word"}}}`
+	pretty := "{\n  \"type\": \"object\",\n\t\"properties\": {\r\n    \"q\": { \"type\": \"string\", \"description\": \"a  \\\"quoted\\\" word\" }\n  }\n}"
+	estimate := func(params string) int64 {
+		t.Helper()
+		r, err := openai.ParseRequest([]byte(`{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":` +
+			params + `}}],"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return openai.EstimatePromptTokens(r)
+	}
+	// chars: "hi" 2 + "f" 1 + the compact schema's 89 = 92 → 23 tokens; + 3 + 3.
+	if c, p := estimate(compact), estimate(pretty); c != 29 || p != c {
+		t.Errorf("estimate compact %d, pretty %d; want 29 for both", c, p)
 	}
 }

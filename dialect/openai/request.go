@@ -32,6 +32,10 @@ type Request struct {
 	StreamOptions       *StreamOptions  `json:"stream_options,omitempty"`
 	MaxTokens           *int64          `json:"max_tokens,omitempty"`
 	MaxCompletionTokens *int64          `json:"max_completion_tokens,omitempty"`
+	// N is the number of choices to generate (default 1; OpenAI's API
+	// reference allows 1 to 128). Each choice is generated, and billed, up
+	// to the output limit.
+	N *int64 `json:"n,omitempty"`
 
 	Raw json.RawMessage `json:"-"`
 }
@@ -259,7 +263,22 @@ func (r *Request) Validate() error {
 	if r.MaxCompletionTokens != nil && *r.MaxCompletionTokens < 1 {
 		return dialect.Field("max_completion_tokens", "must be at least 1")
 	}
+	if r.N != nil && (*r.N < 1 || *r.N > MaxChoices) {
+		return dialect.Field("n", "must be between 1 and %d; got %d", MaxChoices, *r.N)
+	}
 	return nil
+}
+
+// MaxChoices is the largest n (choices per request) OpenAI's Chat
+// Completions API accepts.
+const MaxChoices = 128
+
+// Choices returns the number of choices the request asks for: n, or 1.
+func (r *Request) Choices() int64 {
+	if r.N != nil {
+		return *r.N
+	}
+	return 1
 }
 
 // IncludeUsage reports whether a streamed response should end with a usage
@@ -296,7 +315,7 @@ func EstimatePromptTokens(r *Request) int64 {
 		}
 	}
 	for _, t := range r.Tools {
-		chars += int64(len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters))
+		chars += int64(len(t.Function.Name) + len(t.Function.Description) + compactLen(t.Function.Parameters))
 	}
 	n := dialect.EstimateTokens(chars) + media + perMessageTokens*int64(len(r.Messages)) + perMessageTokens
 	return max(n, 1)
@@ -312,4 +331,30 @@ func MaxOutputTokens(r *Request) (n int64, ok bool) {
 		return *r.MaxTokens, true
 	}
 	return 0, false
+}
+
+// compactLen returns the length of the JSON document b without its
+// insignificant whitespace (outside strings), so that an estimate does not
+// depend on how the client formatted it.
+func compactLen(b []byte) int {
+	n, in, esc := 0, false, false
+	for _, c := range b {
+		switch {
+		case in:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				in = false
+			}
+		case c == '"':
+			in = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		n++
+	}
+	return n
 }
