@@ -55,6 +55,7 @@ samples that do not add up, a negative cost or latency).`,
 	f.Float64Var(&cfg.Alpha, "alpha", 0.05, "one-sided significance level")
 	f.Float64Var(&cfg.CostTolerance, "cost-tolerance", 0.10, "allowed rise in cost per successful run (0.10 = +10%)")
 	f.Float64Var(&cfg.LatencyTolerance, "latency-tolerance", 0.10, "allowed rise in p95 latency")
+	f.BoolVar(&cfg.LatencyFails, "fail-on-latency", false, "fail on a p95 latency rise (default: a warning; wall-clock latency moves with machine load between the two reports)")
 	f.IntVar(&cfg.BootstrapIters, "bootstrap", 2000, "bootstrap rounds for the cost and latency checks (negative: off)")
 	f.Int64Var(&cfg.Seed, "seed", 1, "bootstrap seed")
 	f.BoolVar(&cfg.AllowMissing, "allow-missing", false, "accept scenarios of the baseline that the candidate lacks (removed or renamed on purpose)")

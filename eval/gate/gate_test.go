@@ -269,11 +269,20 @@ func TestCostAndLatencyRatios(t *testing.T) {
 	if sa.Regressed() || !sa.Cost.Checked || sa.Cost.Low > 1 || sa.Cost.High < 1 || sa.Latency.Low > 1 {
 		t.Errorf("same: flags %v cost %+v latency %+v", sa.Flags, sa.Cost, sa.Latency)
 	}
-	if !slices.Equal(sl.Flags, []Flag{FlagLatencyP95}) || math.Abs(sl.Latency.Cand/sl.Latency.Base-1.4) > 1e-9 {
-		t.Errorf("slower: flags %v latency %+v", sl.Flags, sl.Latency)
+	// A latency rise warns by default: it does not fail the gate.
+	if sl.Regressed() || !slices.Equal(sl.Warnings, []Flag{FlagLatencyP95}) || math.Abs(sl.Latency.Cand/sl.Latency.Base-1.4) > 1e-9 {
+		t.Errorf("slower: flags %v warnings %v latency %+v", sl.Flags, sl.Warnings, sl.Latency)
 	}
-	if !strings.Contains(sl.Why, "p95 latency ×1.40 (1150 ms → 1610 ms; 90% interval") {
+	if !strings.Contains(sl.Why, "warning (does not fail the gate; --fail-on-latency): p95 latency ×1.40 (1150 ms → 1610 ms; 90% interval") {
 		t.Errorf("slower why: %s", sl.Why)
+	}
+	fails := cfg
+	fails.LatencyFails = true
+	if res, err := Compare(base, cand, fails); err != nil {
+		t.Fatal(err)
+	} else if sl := rowByName(t, res, "slower"); !slices.Equal(sl.Flags, []Flag{FlagLatencyP95}) || len(sl.Warnings) != 0 ||
+		!strings.Contains(sl.Why, "; p95 latency ×1.40") {
+		t.Errorf("slower with LatencyFails: flags %v warnings %v why %s", sl.Flags, sl.Warnings, sl.Why)
 	}
 	// Overall pools the 180 runs: cost per success ×(1.5+1+1)/3; the slow
 	// scenario holds the top third of latencies: pooled p95 (171st of 180)

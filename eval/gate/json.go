@@ -19,6 +19,7 @@ type jsonRow struct {
 	Cost      RatioCheck `json:"cost"`
 	Latency   RatioCheck `json:"latency"`
 	Flags     []Flag     `json:"flags"`
+	Warnings  []Flag     `json:"warnings"`
 	Why       string     `json:"why"`
 }
 
@@ -28,10 +29,14 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	if flags == nil {
 		flags = []Flag{}
 	}
+	warnings := r.Warnings
+	if warnings == nil {
+		warnings = []Flag{}
+	}
 	return json.Marshal(jsonRow{
 		Name: r.Name, Presence: r.Presence, Base: r.Base, Cand: r.Cand, Test: r.Test,
 		Z: finite(r.Z), PValue: finite(r.PValue), AdjustedP: finite(r.AdjustedP),
-		Cost: r.Cost, Latency: r.Latency, Flags: flags, Why: r.Why,
+		Cost: r.Cost, Latency: r.Latency, Flags: flags, Warnings: warnings, Why: r.Why,
 	})
 }
 

@@ -80,6 +80,7 @@ type Row struct {
 	Cost       RatioCheck // cost per successful run
 	Latency    RatioCheck // p95 latency
 	Flags      []Flag     // the regressions found; empty when the row passes
+	Warnings   []Flag     // rises reported without failing the gate (p95 latency unless Config.LatencyFails)
 	Why        string     // one or more sentences explaining the verdict
 }
 
@@ -162,8 +163,11 @@ func (r *Row) checkRatios(b, c Group, cfg Config, key string) {
 	if r.Cost.Regressed {
 		r.Flags = append(r.Flags, FlagCostPerSuccess)
 	}
-	if r.Latency.Regressed {
+	switch {
+	case r.Latency.Regressed && cfg.LatencyFails:
 		r.Flags = append(r.Flags, FlagLatencyP95)
+	case r.Latency.Regressed:
+		r.Warnings = append(r.Warnings, FlagLatencyP95)
 	}
 }
 
@@ -234,7 +238,11 @@ func (r *Row) explain(cfg Config, overall bool) {
 		parts = append(parts, ratioWhy("cost per success", r.Cost, usd, cfg.CostTolerance, cfg.Alpha))
 	}
 	if r.Latency.Regressed {
-		parts = append(parts, ratioWhy("p95 latency", r.Latency, ms, cfg.LatencyTolerance, cfg.Alpha))
+		why := ratioWhy("p95 latency", r.Latency, ms, cfg.LatencyTolerance, cfg.Alpha)
+		if !cfg.LatencyFails {
+			why = "warning (does not fail the gate; --fail-on-latency): " + why
+		}
+		parts = append(parts, why)
 	}
 	r.Why = strings.Join(parts, "; ")
 }

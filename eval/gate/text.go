@@ -20,8 +20,12 @@ func (r Result) WriteText(w io.Writer) error {
 	case !r.anyRatioChecked():
 		fmt.Fprintf(ew, "cost per success, p95 latency: not checked (needs ≥ %d per-run samples on both sides)\n", minBootstrapSamples)
 	default:
-		fmt.Fprintf(ew, "cost per success, p95 latency: %g%% bootstrap interval of candidate/baseline (%d rounds, seed %d); flagged above +%g%% cost, +%g%% latency\n",
-			100*(1-2*cfg.Alpha), cfg.BootstrapIters, cfg.Seed, 100*cfg.CostTolerance, 100*cfg.LatencyTolerance)
+		latency := "a warning"
+		if cfg.LatencyFails {
+			latency = "a regression"
+		}
+		fmt.Fprintf(ew, "cost per success, p95 latency: %g%% bootstrap interval of candidate/baseline (%d rounds, seed %d); flagged above +%g%% cost, +%g%% latency (%s)\n",
+			100*(1-2*cfg.Alpha), cfg.BootstrapIters, cfg.Seed, 100*cfg.CostTolerance, 100*cfg.LatencyTolerance, latency)
 	}
 	fmt.Fprintln(ew)
 
@@ -137,6 +141,8 @@ func verdict(row Row) string {
 		return "new"
 	case row.Test == TestNone:
 		return "no runs"
+	case len(row.Warnings) > 0:
+		return "ok, warning " + string(row.Warnings[0])
 	}
 	return "ok"
 }
