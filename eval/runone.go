@@ -252,7 +252,14 @@ func (r *runner) judge(ctx context.Context, o *Outcome, env Env, rec store.Run, 
 		add("expect.output", "output %q does not match %q", clip(o.Output, 120), e.Output)
 	}
 	if e.Status != "" && string(rec.Status) != e.Status {
-		add("expect.status", "run %s (%s), want %s", rec.Status, rec.StopReason, e.Status)
+		got := string(rec.Status)
+		if rec.StopReason != "" {
+			got += " (" + rec.StopReason + ")"
+		}
+		if rec.Error != "" {
+			got += ": " + clip(rec.Error, 120)
+		}
+		add("expect.status", "run %s, want %s", got, e.Status)
 	}
 	if e.StopReason != "" && rec.StopReason != e.StopReason {
 		add("expect.stop_reason", "stop reason %q, want %q", rec.StopReason, e.StopReason)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,7 +286,17 @@ func (c *call) unknownModel(model string) *failure.Error {
 			return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not served in the %s dialect (it is served as %v)", model, c.f.dialect(), m.dialects))
 		}
 	}
-	return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not a configured model alias", model))
+	served := make([]string, 0, len(c.s.models))
+	for _, m := range c.s.models {
+		if slices.Contains(m.dialects, string(c.f.dialect())) {
+			served = append(served, m.alias)
+		}
+	}
+	if len(served) > 20 {
+		served = append(served[:20], "…")
+	}
+	return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not a configured model alias (served in the %s dialect: %s)",
+		model, c.f.dialect(), strings.Join(served, ", ")))
 }
 
 // charge records the usage of an attempt on d. A negative count (an

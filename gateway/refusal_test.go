@@ -265,3 +265,21 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// An unknown model's 404 names the aliases the client's dialect can use
+// (newcomer finding: "gpt-4o" from the README's example config was refused
+// with no hint of what is served).
+func TestUnknownModelNamesTheServedOnes(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	for path, tc := range map[string]struct{ body, want string }{
+		"/v1/chat/completions": {`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
+			`model \"gpt-4o\" is not a configured model alias (served in the openai dialect: gpt-4o-mini`},
+		"/v1/messages": {`{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
+			`model \"gpt-4o\" is not a configured model alias (served in the anthropic dialect: claude-sonnet-4-5`},
+	} {
+		resp, body := h.post(path, tc.body, nil)
+		if resp.StatusCode != 404 || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s; want 404 with %s", path, resp.StatusCode, body, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -61,7 +62,12 @@ fresh machine.`,
 				defer stop()
 			}
 			listening := func(addr net.Addr) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s)\n", addr, cfg.Store)
+				upstream := ""
+				if file == "" {
+					upstream = ", answered by the built-in simulator"
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s; models %s%s)\n",
+					addr, cfg.Store, strings.Join(aliases(cfg), ", "), upstream)
 			}
 			if err := gateway.Serve(cmd.Context(), cfg, listening); err != nil {
 				return exit(1, err)
@@ -157,4 +163,13 @@ Profiles: %v`, sim.ProfileNames()),
 	f.Uint64Var(&seed, "seed", 1, "seed for every random draw")
 	f.StringVar(&script, "script", "", "YAML file of scripted replies")
 	return c
+}
+
+// aliases returns the model aliases cfg serves, in config order.
+func aliases(cfg *config.Config) []string {
+	out := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		out = append(out, m.Alias)
+	}
+	return out
 }
