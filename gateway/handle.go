@@ -141,7 +141,7 @@ func (c *call) serve() (int, error) {
 	// route + relay
 	res, err := s.router.Do(ctx, routeAlias, c.attempt)
 	s.metrics.observeRoute(req.model, &res)
-	err = c.finalFailure(turn.Context(), err)
+	err = deadlineNote(c.finalFailure(turn.Context(), err), &res)
 
 	// settle + record, respond
 	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
@@ -184,14 +184,39 @@ func (c *call) serve() (int, error) {
 		status, werr = c.writeAnswer()
 	}
 	if later {
-		// The answer has its length: once flushed it is complete, and the
-		// handler returns at once, so that the connection's next request
-		// is read while this call is recorded. Server.Settled waits for
-		// the settle; Run.Flush and Finish wait for the quoted step.
+		// The answer has its length: once flushed it is complete. The
+		// settle stays in the handler, not in a goroutine of its own: the
+		// handler's return is what holds a client back when the store
+		// falls behind, and what the server's shutdown waits for (a
+		// goroutine per settle piled up without bound behind a slow
+		// store, and could outlive Stack.Close). The run's next call, on
+		// any connection, waits for it (run.Run.Admit).
 		_ = http.NewResponseController(c.w).Flush()
-		s.settling.Go(func() { settle() })
+		settle()
 	}
 	return status, werr
+}
+
+// deadlineNote adds to a deadline failure what its earlier attempts
+// failed with, when they failed otherwise (a run deadline reached during
+// a third hung attempt says so, and that the first two timed out): the
+// deadline is what ended the call, not always why it took so long.
+func deadlineNote(err error, res *route.Result) error {
+	fe := failure.As(err)
+	if fe == nil || fe.Reason != failure.DeadlineExceeded {
+		return err
+	}
+	atts := res.Attempts()
+	for i := len(atts) - 1; i >= 0; i-- {
+		f := atts[i].Failure
+		if f == nil || f.Reason == failure.DeadlineExceeded || f.Reason == failure.Canceled {
+			continue
+		}
+		cp := *fe
+		cp.Message = fmt.Sprintf("%s (%d attempts; attempt %d failed with %s: %s)", fe.Message, len(atts), i+1, f.Reason, f.Message)
+		return &cp
+	}
+	return err
 }
 
 // allDisabled reports whether disabled holds for every deployment of chain.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -281,5 +282,23 @@ func TestUnknownModelNamesTheServedOnes(t *testing.T) {
 		if resp.StatusCode != 404 || !strings.Contains(body, tc.want) {
 			t.Errorf("%s: %d %s; want 404 with %s", path, resp.StatusCode, body, tc.want)
 		}
+	}
+}
+
+// A call ended by the run's deadline says what its earlier attempts failed
+// with (newcomer finding: a 5-minute hang answered only "run deadline of
+// 5m0s passed", when two attempts had timed out waiting for headers). The
+// upstream holds every request until the client leaves.
+func TestDeadlineNamesTheAttemptsFailure(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the server then sees the client leave
+		<-r.Context().Done()
+	})
+	g := newGW(t, tokenLimitConfig(up.URL, "{max_turns: 5, deadline: 1m}")+"timeouts: {first_byte: 40ms}\n", nil)
+	resp, body := g.do("POST", "/v1/chat/completions", chat, "X-Belay-Deadline", "0.1")
+	want := "attempt N failed with timeout: upstream deployment d: no response headers within timeouts.first_byte)"
+	if resp.StatusCode != 504 || !strings.Contains(body, `"code":"deadline_exceeded"`) ||
+		!strings.Contains(body, "failed with timeout: upstream deployment d: no response headers within timeouts.first_byte)") {
+		t.Errorf("%d %s; want 504 deadline_exceeded ending %s", resp.StatusCode, body, want)
 	}
 }

@@ -217,9 +217,6 @@ func (st *Stack) alert(a budget.Alert) {
 // (unless it was given in Options).
 func (st *Stack) Close(ctx context.Context) error {
 	var errs []error
-	if st.Server != nil {
-		st.Server.Settled() // the answered calls' settles land before the runs end
-	}
 	if st.Runs != nil {
 		// The runs the gateway named itself (each one call) that are
 		// still open end now: a call in flight (a long stream) is

@@ -27,7 +27,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/belay-run/belay/breaker"
@@ -82,16 +81,7 @@ type Server struct {
 	handler  http.Handler
 	// aliases maps (dialect, alias) to the route alias serving it.
 	aliases map[aliasKey]string
-	// settling counts the settles still running after their answer went
-	// out (see call.serve); Settled waits for them.
-	settling sync.WaitGroup
 }
-
-// Settled waits until the settles of calls whose answers were already
-// sent are done: after it, every call the handler answered is charged and
-// recorded. Serve calls it after the HTTP server's shutdown; Stack.Close
-// calls it before it ends the runs. Safe for concurrent use.
-func (s *Server) Settled() { s.settling.Wait() }
 
 type aliasKey struct {
 	dialect failure.Dialect
@@ -187,7 +177,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
 		err = e
 	}
-	s.Settled()
 	return err
 }
 

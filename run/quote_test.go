@@ -5,8 +5,10 @@ import (
 	"errors"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
 )
@@ -207,5 +209,32 @@ func TestAdmitWaitsForAQuotedStep(t *testing.T) {
 		if err := <-admitted; err != nil {
 			t.Errorf("next step after the quoted one settled: %v; want admitted", err)
 		}
+	})
+}
+
+// An Admit whose context ends while it waits for a quoted step admits
+// nothing and says why: a DeadlineExceeded failure (the adversary's
+// finding: a tool step was admitted with an expired context). The run is
+// not stopped: once the step settles, the next Admit goes through.
+func TestAdmitWaitingForAQuotedStepEndsWithItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, r, a := quotedStep(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		b, err := r.Admit(ctx, Step{Kind: KindTool, Tool: "lookup"})
+		if fe := failure.As(err); b != nil || fe == nil || fe.Reason != failure.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Admit = %v, %v; want nothing admitted and a deadline_exceeded failure", b, err)
+		}
+		if rec := r.Record(); rec.ToolCalls != 0 || rec.Turns != 1 {
+			t.Errorf("record after the refused Admit: %d turns, %d tool calls; want 1 and 0", rec.Turns, rec.ToolCalls)
+		}
+		if err := a.Settle(context.Background(), usage(2, 1), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		b, err = r.Admit(context.Background(), Step{Kind: KindTool, Tool: "lookup"})
+		if err != nil {
+			t.Fatalf("Admit after the settle: %v", err)
+		}
+		_ = b.Settle(context.Background(), budget.Usage{}, Outcome{})
 	})
 }

@@ -167,7 +167,8 @@ type Quote struct {
 // Quote prices the step's usage u as Settle(ctx, u, o) will, without
 // charging anything, and announces that Settle or Fail follows: from then
 // until it returns, Run.Flush, Manager.Flush and the run's next Admit wait
-// for it. A caller may
+// for it (so settle a quoted step before admitting the run's next step on
+// the same goroutine: that Admit would wait until its context ends). A caller may
 // so answer its client before it settles (the gateway does: the answer
 // carries Quote's cost), and a reader that flushes the run still finds the
 // step settled. Quote after Settle or Fail returns the zero Quote and

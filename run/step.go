@@ -106,14 +106,25 @@ func hardStop(reason failure.Reason) bool {
 // settleQuoted waits until the run's quoted steps (answered, settling:
 // see Admitted.Quote) are settled, or ctx ends: a client's next call, sent
 // on the previous answer, on any connection, is admitted against that
-// step's actual usage, not its estimate.
-func (r *Run) settleQuoted(ctx context.Context) {
+// step's actual usage, not its estimate. When ctx ends first it returns a
+// Fatal Canceled or DeadlineExceeded failure with ctx's cause, and
+// nothing is admitted.
+func (r *Run) settleQuoted(ctx context.Context) error {
 	r.mu.Lock()
 	q := r.quoted
 	r.mu.Unlock()
-	if q > 0 {
-		_ = r.waitUntil(ctx, func() bool { return r.quoted == 0 }) // if ctx ends first, admission sees it
+	if q == 0 {
+		return nil
 	}
+	err := r.waitUntil(ctx, func() bool { return r.quoted == 0 })
+	if err == nil {
+		return nil
+	}
+	reason := failure.Canceled
+	if errors.Is(err, context.DeadlineExceeded) {
+		reason = failure.DeadlineExceeded
+	}
+	return failure.Wrap(reason, fmt.Errorf("run %s: waiting for the settle of a step already answered: %w", r.id, context.Cause(ctx)))
 }
 
 // Admit checks, in order: the run has not ended and is not killed (flags
@@ -131,9 +142,13 @@ func (r *Run) settleQuoted(ctx context.Context) {
 // (TurnScope), so MaxTurns holds across processes sharing a store. A
 // store error during the reservation is returned as is and stops nothing.
 // A step of the run that was quoted (Admitted.Quote) and is settling is
-// waited for first, so that its actual usage, not its estimate, counts.
+// waited for first, so that its actual usage, not its estimate, counts; a
+// ctx that ends meanwhile gives a Fatal Canceled or DeadlineExceeded
+// failure and admits nothing.
 func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
-	r.settleQuoted(ctx)
+	if err := r.settleQuoted(ctx); err != nil {
+		return nil, err
+	}
 	if s.Kind == "" {
 		s.Kind = KindModel
 	}

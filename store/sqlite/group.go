@@ -39,8 +39,10 @@ import (
 // them. While
 // the transaction is open, other processes' writes to the file wait (up
 // to their busy timeout); readers do not. What a crash loses is the open
-// transaction: up to linger of records and covered settles (a covered
-// settle's reservation, in the ledger, expires after the reservation TTL).
+// transaction, up to linger of records and covered settles (a covered
+// settle's reservation, in the ledger, expires after the reservation TTL),
+// and the writes queued behind it: more while another process holds the
+// file's lock or the writer falls behind.
 const (
 	maxBatch   = 128
 	queueDepth = 1024
