@@ -229,7 +229,7 @@ func (st *Stack) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("gateway: ending %d runs at shutdown: %w", n, err))
 		}
 		if st.log != nil {
-			st.log.Info("belay serve: stopped", "runs_ended", n)
+			st.log.Info("gateway stopped", "runs_ended", n)
 		}
 		errs = append(errs, st.Runs.Close())
 	}
