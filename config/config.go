@@ -310,6 +310,12 @@ func Parse(data []byte, name string, lookup func(string) (string, bool)) (*Confi
 		return nil, fmt.Errorf("config %s: more than one YAML document", name)
 	}
 	c.Path = name
+	if !hasTopKey(data, "limits") {
+		// No limits section: the defaults, not unbounded runs (a config
+		// written to set models or a port kept no limit at all before; a
+		// newcomer found it). limits: {} sets none.
+		c.Limits = DefaultLimits()
+	}
 	if err := c.resolve(lookup); err != nil {
 		return nil, fmt.Errorf("config %s: %w", name, err)
 	}
@@ -318,6 +324,17 @@ func Parse(data []byte, name string, lookup func(string) (string, bool)) (*Confi
 		return nil, fmt.Errorf("config %s: %w", name, err)
 	}
 	return &c, nil
+}
+
+// hasTopKey reports whether the YAML document data (already decoded once
+// without error) has key at its top level.
+func hasTopKey(data []byte, key string) bool {
+	var top map[string]yaml.Node
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		return false
+	}
+	_, ok := top[key]
+	return ok
 }
 
 func (c *Config) resolve(lookup func(string) (string, bool)) error {

@@ -176,3 +176,30 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+// A config without a limits section gets the default run limits (20
+// turns, 5 minutes, $1.00), as with no config at all; limits: {} sets none,
+// and a section that names some fields sets only those.
+func TestLimitsSectionOrDefaults(t *testing.T) {
+	for y, want := range map[string]Limits{
+		"admin_key: k\n":           DefaultLimits(),
+		"limits: {}\n":             {},
+		"limits:\n":                {},
+		"limits: {max_turns: 3}\n": {MaxTurns: 3},
+	} {
+		c, err := Parse([]byte(y), "t.yaml", func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("%q: %v", y, err)
+		}
+		if c.Limits != want {
+			t.Errorf("%q: limits %+v, want %+v", y, c.Limits, want)
+		}
+	}
+	dollar, err := Parse([]byte("limits: {max_cost_usd: 1.00}\n"), "t.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := DefaultLimits(); l.MaxTurns != 20 || l.Deadline.D() != 5*time.Minute || l.MaxCostUSD != dollar.Limits.MaxCostUSD {
+		t.Errorf("DefaultLimits = %+v; want 20 turns, 5m, $1", l)
+	}
+}

@@ -30,10 +30,17 @@ const (
 func Default() *Config {
 	c := &Config{
 		Models: defaultModels(),
-		Limits: Limits{MaxTurns: 20, Deadline: Duration(5 * time.Minute), MaxCostUSD: USD(1_000_000_000_000)},
+		Limits: DefaultLimits(),
 	}
 	c.applyDefaults()
 	return c
+}
+
+// DefaultLimits are the run limits of Default, and of a config file without
+// a limits section: 20 turns, 5 minutes, $1.00 per run (the values of the
+// design sketch).
+func DefaultLimits() Limits {
+	return Limits{MaxTurns: 20, Deadline: Duration(5 * time.Minute), MaxCostUSD: USD(1_000_000_000_000)}
 }
 
 func defaultModels() []Model {

@@ -375,17 +375,21 @@ func TestStoreURLErrors(t *testing.T) {
 	wantCode(t, err, 1, "absent.db")
 }
 
-// `belay serve` warns about a config that leaves runs without limits
-// (newcomer finding: a config with only admin_key removed the defaults).
+// `belay serve` warns about a config that leaves runs without limits. A
+// config without a limits section keeps the default limits (newcomer
+// finding: a config with only admin_key removed them); limits: {} sets
+// none.
 func TestUnlimitedConfig(t *testing.T) {
 	for _, c := range []struct {
 		yaml string
 		want bool
 	}{
-		{"admin_key: k\n", true},
+		{"admin_key: k\n", false},
+		{"limits: {}\n", true},
 		{"limits: {max_turns: 5}\n", false},
-		{"tenants: [{name: a, key: k1, limits: {max_turns: 3}}]\n", false},
-		{"tenants: [{name: a, key: k1, limits: {max_turns: 3}}, {name: b, key: k2}]\n", true},
+		{"limits: {}\ntenants: [{name: a, key: k1, limits: {max_turns: 3}}]\n", false},
+		{"limits: {}\ntenants: [{name: a, key: k1, limits: {max_turns: 3}}, {name: b, key: k2}]\n", true},
+		{"tenants: [{name: a, key: k1, limits: {max_turns: 3}}, {name: b, key: k2}]\n", false},
 	} {
 		cfg, err := config.Parse([]byte(c.yaml), "t.yaml", func(string) (string, bool) { return "", false })
 		if err != nil {

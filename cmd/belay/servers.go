@@ -41,7 +41,8 @@ fresh machine.`,
 				}
 			}
 			if file != "" && unlimited(cfg) {
-				// A config without limits sets none (newcomer finding): say so.
+				// A config that sets no limits (limits: {}; a config without the
+				// section keeps the defaults): say so.
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: warning: %s sets no run limits (turns, deadline, cost); "+
 					"runs are bounded only by their clients' X-Belay-* headers: add limits: {max_turns: 20, deadline: 5m, max_cost_usd: 1.00}\n", file)
 			}
