@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -49,6 +50,17 @@ var ErrUnknownReservation = errors.New("budget: unknown reservation")
 // "tenant:<name>:<period>" where period is "2026-11" (month) or "2026-11-29"
 // (day), UTC. Use RunScope and TenantScope to build them.
 type Scope string
+
+// Kind returns what the scope counts: the part before its first colon,
+// "run" or "tenant" for the scopes RunScope and TenantScope build; "" when
+// there is no colon.
+func (s Scope) Kind() string {
+	kind, _, ok := strings.Cut(string(s), ":")
+	if !ok {
+		return ""
+	}
+	return kind
+}
 
 // ScopeLimit is a scope and the most that may be spent in it. A Limit of 0
 // or less means unlimited: the spend is still recorded.

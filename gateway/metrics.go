@@ -3,7 +3,6 @@ package gateway
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/belay-run/belay/breaker"
@@ -64,8 +63,7 @@ func newMetrics() *metrics {
 
 // alert counts a crossed budget threshold.
 func (m *metrics) alert(a budget.Alert) {
-	kind, _, _ := strings.Cut(string(a.Scope), ":")
-	m.alerts.WithLabelValues(kind, strconv.FormatFloat(a.Threshold, 'g', -1, 64)).Inc()
+	m.alerts.WithLabelValues(a.Scope.Kind(), strconv.FormatFloat(a.Threshold, 'g', -1, 64)).Inc()
 }
 
 func (m *metrics) handler() http.Handler {

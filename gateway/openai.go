@@ -3,13 +3,13 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/belay-run/belay/internal/fastjson"
 	"net/http"
 	"strings"
 
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/internal/fastjson"
 )
 
 // openAIFront serves POST /v1/chat/completions.

@@ -187,10 +187,9 @@ func processLocal(s store.Store) bool {
 	return false
 }
 
-// deferredSpans writes the recorder's batches as store.Deferrable writes:
-// traces are never on a request path.
-// deferredSpans writes the recorder's spans as store.Deferrable writes,
-// except while a Stack.Flush waits for them.
+// deferredSpans writes the recorder's batches as store.Deferrable writes
+// (traces are never on a request path), except while a Stack.Flush waits
+// for them.
 type deferredSpans struct {
 	s        store.Spans
 	flushing *atomic.Int32

@@ -244,7 +244,7 @@ func (r *Run) Finish(ctx context.Context, status store.RunStatus, err error) err
 	default:
 		return fmt.Errorf("run: finish with status %q; want succeeded, failed or stopped", status)
 	}
-	_ = r.waitUntil(ctx, func() bool { return r.quoted == 0 }) // if ctx ends first, they settle later
+	_ = r.waitQuoted(ctx) // if ctx ends first, they settle later
 	return r.end(ctx, status, err, true)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/belay-run/belay/budget"
@@ -110,13 +109,7 @@ func hardStop(reason failure.Reason) bool {
 // Fatal Canceled or DeadlineExceeded failure with ctx's cause, and
 // nothing is admitted.
 func (r *Run) settleQuoted(ctx context.Context) error {
-	r.mu.Lock()
-	q := r.quoted
-	r.mu.Unlock()
-	if q == 0 {
-		return nil
-	}
-	err := r.waitUntil(ctx, func() bool { return r.quoted == 0 })
+	err := r.waitQuoted(ctx)
 	if err == nil {
 		return nil
 	}
@@ -125,6 +118,19 @@ func (r *Run) settleQuoted(ctx context.Context) error {
 		reason = failure.DeadlineExceeded
 	}
 	return failure.Wrap(reason, fmt.Errorf("run %s: waiting for the settle of a step already answered: %w", r.id, context.Cause(ctx)))
+}
+
+// waitQuoted waits, until ctx is done, for the run's quoted steps to
+// settle; it returns ctx's error when ctx ended first. Without quoted
+// steps it returns at once.
+func (r *Run) waitQuoted(ctx context.Context) error {
+	r.mu.Lock()
+	q := r.quoted
+	r.mu.Unlock()
+	if q == 0 {
+		return nil
+	}
+	return r.waitUntil(ctx, func() bool { return r.quoted == 0 })
 }
 
 // Admit checks, in order: the run has not ended and is not killed (flags
@@ -383,10 +389,10 @@ func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, er
 // counting what is spent and reserved there).
 func notFit(estimate budget.USD, scope budget.Scope, limit budget.USD) string {
 	what := "the limit of " + string(scope)
-	switch {
-	case strings.HasPrefix(string(scope), "run:"):
+	switch scope.Kind() {
+	case "run":
 		what = "the run's cost limit"
-	case strings.HasPrefix(string(scope), "tenant:"):
+	case "tenant":
 		what = "the tenant's budget"
 	}
 	return fmt.Sprintf("estimated cost %s does not fit %s of %s (with what is spent and reserved)", estimate, what, limit)
