@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/belay-run/belay/internal/fastjson"
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/belay-run/belay/internal/fastjson"
 )
 
 // ErrNotObject is returned by RewriteModel, EachMember and DecodeMember for
@@ -131,13 +132,7 @@ func DecodeObject(body []byte, v any) error {
 		}
 		return DecodeError(err)
 	}
-	return objectOnly(body)
-}
-
-// objectOnly refuses a body that decoded into a struct without being an
-// object: null does.
-func objectOnly(body []byte) error {
-	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '{' {
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '{' { // null decodes into any struct
 		return Field("body", "must be a JSON object, not null")
 	}
 	return nil

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/belay-run/belay/internal/fastjson"
 	"unicode/utf8"
+
+	"github.com/belay-run/belay/internal/fastjson"
 )
 
 // EachMember calls fn for each top-level member of the JSON object body, in

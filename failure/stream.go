@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/belay-run/belay/internal/fastjson"
 	"io"
 	"strings"
+
+	"github.com/belay-run/belay/internal/fastjson"
 )
 
 // Observation is what one stream event says, as reported by

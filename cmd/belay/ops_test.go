@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/belay-run/belay/config"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/open"
 	"github.com/belay-run/belay/trace"

@@ -1,9 +1,8 @@
 package anthropic
 
 import (
-	"github.com/belay-run/belay/internal/fastjson"
-
 	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/internal/fastjson"
 )
 
 // Stream event types, in the order a stream sends them

@@ -300,7 +300,7 @@ const perMessageTokens = 3
 
 // EstimatePromptTokens estimates the prompt tokens of r for a budget
 // reservation: ceil(chars/4) over message text, names, tool-call names and
-// arguments, and the raw JSON of tool declarations, plus 3 tokens per
+// arguments, and the compacted JSON of tool declarations, plus 3 tokens per
 // message and 3 for the reply primer, plus a per-part upper bound for
 // non-text parts: images, audio, files (see the dialect package's
 // constants). It is an estimate, not a tokenizer count; it is never below 1.
@@ -314,8 +314,14 @@ func EstimatePromptTokens(r *Request) int64 {
 			chars += int64(len(c.Function.Name) + len(c.Function.Arguments))
 		}
 	}
+	var compact bytes.Buffer // a tool's parameters without insignificant whitespace
 	for _, t := range r.Tools {
-		chars += int64(len(t.Function.Name) + len(t.Function.Description) + compactLen(t.Function.Parameters))
+		params := len(t.Function.Parameters)
+		compact.Reset()
+		if json.Compact(&compact, t.Function.Parameters) == nil {
+			params = compact.Len() // however the client formatted the schema
+		}
+		chars += int64(len(t.Function.Name) + len(t.Function.Description) + params)
 	}
 	n := dialect.EstimateTokens(chars) + media + perMessageTokens*int64(len(r.Messages)) + perMessageTokens
 	return max(n, 1)
@@ -331,30 +337,4 @@ func MaxOutputTokens(r *Request) (n int64, ok bool) {
 		return *r.MaxTokens, true
 	}
 	return 0, false
-}
-
-// compactLen returns the length of the JSON document b without its
-// insignificant whitespace (outside strings), so that an estimate does not
-// depend on how the client formatted it.
-func compactLen(b []byte) int {
-	n, in, esc := 0, false, false
-	for _, c := range b {
-		switch {
-		case in:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				in = false
-			}
-		case c == '"':
-			in = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			continue
-		}
-		n++
-	}
-	return n
 }

@@ -3,9 +3,9 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/belay-run/belay/internal/fastjson"
 
 	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/internal/fastjson"
 )
 
 // Done is the data of the event that ends an OpenAI stream.
