@@ -44,7 +44,7 @@ fresh machine.`,
 				// A config that sets no limits (limits: {}; a config without the
 				// section keeps the defaults): say so.
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: warning: %s sets no run limits (turns, deadline, cost); "+
-					"runs are bounded only by their clients' X-Belay-* headers: add limits: {max_turns: 20, deadline: 5m, max_cost_usd: 1.00}\n", file)
+					"runs are bounded only by their clients' X-Belay-* headers: set some, or drop the empty limits section to keep the defaults\n", file)
 			}
 			if listen != "" {
 				cfg.Listen = listen
