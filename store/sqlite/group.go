@@ -28,13 +28,13 @@ import (
 // share one commit; their callers are answered at the commit. The commit
 // comes earlier when lingerBatch of them have run, when a request-path
 // write comes (it runs in the same transaction and commits it), and on
-// Store.Hurry (a reader about to wait for them). Under bench/gateway's
-// sequential load (a call about every 0.3 ms, three deferrable writes
-// each) a commit then holds the linger's 80 or so calls: a commit writes
-// each page it dirtied once, so the more calls share it the fewer pages
-// each costs (at 32 writes a commit the commits were a quarter of the
-// writer's CPU, and the writer's CPU the largest share of the gateway's
-// besides its request path). Running each write when it comes keeps the
+// Store.Hurry (a reader about to wait for them). A commit writes each
+// page it dirtied once, so the more calls share it the fewer pages each
+// costs; at 32 writes a commit the commits were a quarter of the writer's
+// CPU in BenchmarkChatCompletion (gateway). Larger batches (128 to 512)
+// lowered the process's CPU per call while settles ran in goroutines of
+// their own, but with the settle in the handler neither that benchmark
+// nor bench/gateway's -seq-only runs showed a gain from 256, so 32 stays. Running each write when it comes keeps the
 // writer's CPU spread out, not in bursts that delay the requests around
 // them. While
 // the transaction is open, other processes' writes to the file wait (up
@@ -50,7 +50,7 @@ const (
 	// lingerBatch deferrable writes in the open transaction commit it:
 	// under a heavy load the linger would keep more writes (and their
 	// callers) in flight without making the commit cheaper per write.
-	lingerBatch = 256
+	lingerBatch = 32
 	// rest is how long the writer leaves the file's write lock free after
 	// a linger ran out, before it begins the next transaction for
 	// deferrable writes (request-path writes do not wait): a process that
