@@ -69,6 +69,14 @@ func retryBudget(r config.Retry) retry.BudgetSettings {
 // never forwarded (the deployment's own are set instead).
 var forwardHeaders = []string{"Anthropic-Version", "Anthropic-Beta", "Openai-Beta", "Idempotency-Key"}
 
+// Header values every upstream request carries, shared by all requests
+// (one allocation each saved per request; nothing writes to them).
+var (
+	hdrJSON        = []string{"application/json"}
+	hdrEventStream = []string{"text/event-stream"}
+	hdrUserAgent   = []string{"belay"}
+)
+
 // send makes the upstream request for deployment d and returns the
 // response once its headers arrived (bounded by timeouts.first_byte, which
 // wd enforces). sent is set once the request was written in full: from
@@ -93,13 +101,14 @@ func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent
 			hr.Header[k] = v
 		}
 	}
-	hr.Header.Set("Content-Type", "application/json")
+	// Shared values: the transport only reads a request's header.
+	hr.Header["Content-Type"] = hdrJSON
 	if c.req.stream {
-		hr.Header.Set("Accept", "text/event-stream")
+		hr.Header["Accept"] = hdrEventStream
 	} else {
-		hr.Header.Set("Accept", "application/json")
+		hr.Header["Accept"] = hdrJSON
 	}
-	hr.Header.Set("User-Agent", "belay")
+	hr.Header["User-Agent"] = hdrUserAgent
 	if hr.URL.Host == simHost {
 		hr.Header.Set(HeaderRunID, c.runID) // the simulator's scripts follow runs
 	}
@@ -156,8 +165,11 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 		return c.overLimit(d, resp.StatusCode, limit)
 	}
 	body := append(head, rest...)
-	if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
-		return fe
+	// A body that fit in the head was classified whole above.
+	if len(rest) > 0 {
+		if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
+			return fe
+		}
 	}
 	u, ok := c.f.usage(body)
 	if !ok {

@@ -18,9 +18,13 @@ import (
 // steps may be in flight at once, and their admissions never together pass
 // a limit.
 type Run struct {
-	m        *Manager
-	id       string
-	tenant   string
+	m      *Manager
+	id     string
+	tenant string
+	// traceID and spanID are derived from id on first use (traceIDs):
+	// spans are recorded after a gateway call is answered, so the hashing
+	// stays off its request path.
+	idsOnce  sync.Once
 	traceID  string
 	spanID   string
 	deadline time.Time // zero: none
@@ -80,7 +84,7 @@ type Run struct {
 // deadline (see Admit).
 func (m *Manager) newRun(rec store.Run, single bool) *Run {
 	r := &Run{m: m, id: rec.ID, tenant: rec.Tenant, rec: rec, open: map[*Admitted]struct{}{},
-		traceID: traceIDFor(rec.ID), spanID: runSpanIDFor(rec.ID), lastActive: m.now(), single: single}
+		lastActive: m.now(), single: single}
 	r.written = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	m.track(r)
@@ -105,7 +109,7 @@ func (m *Manager) newRun(rec store.Run, single bool) *Run {
 // deadlineFailure is the cause a run's context ends with at its deadline.
 func (r *Run) deadlineFailure() *failure.Error {
 	return &failure.Error{Kind: failure.Fatal, Reason: failure.DeadlineExceeded,
-		Message: fmt.Sprintf("run deadline of %v passed", r.rec.Limits.Deadline)}
+		Message: "run deadline of " + r.rec.Limits.Deadline.String() + " passed"}
 }
 
 // arm makes the run stop (DeadlineExceeded) when its deadline passes; its
@@ -207,7 +211,16 @@ func (r *Run) Tenant() string { return r.tenant }
 
 // TraceID returns the trace id shared by the run's spans (32 hex digits,
 // derived from the run id, so every process writes the same one).
-func (r *Run) TraceID() string { return r.traceID }
+func (r *Run) TraceID() string {
+	t, _ := r.traceIDs()
+	return t
+}
+
+// traceIDs returns the run's trace id and its run span's id.
+func (r *Run) traceIDs() (traceID, spanID string) {
+	r.idsOnce.Do(func() { r.traceID, r.spanID = traceIDFor(r.id), runSpanIDFor(r.id) })
+	return r.traceID, r.spanID
+}
 
 // Context returns a context canceled when the run is killed, stopped,
 // finished or its deadline passes; context.Cause gives the *failure.Error.

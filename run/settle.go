@@ -70,7 +70,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	}
 	// The step is closed: the run's end below must not cancel it (the
 	// callback would run in a goroutine of its own).
-	a.stopAF()
+	a.unlink()
 	defer a.done()
 	defer a.unquote()
 	ctx = context.WithoutCancel(ctx)
@@ -387,7 +387,7 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 	}
 	// The step is closed: the run's end below must not cancel it (the
 	// callback would run in a goroutine of its own).
-	a.stopAF()
+	a.unlink()
 	defer a.unquote()
 	defer a.done()
 	ctx = context.WithoutCancel(ctx)

@@ -285,3 +285,48 @@ func TestSingleRunAlertInTrace(t *testing.T) {
 		})
 	}
 }
+
+// A Single run's step has no link from the run's context (see Run.Admit):
+// a kill of the run, of its tenant or of everything cancels the step in
+// flight all the same, with the kill as its cause, and the run stops.
+func TestSingleRunKillCancelsItsStep(t *testing.T) {
+	for _, k := range []store.Kill{
+		{Target: store.KillRun, Name: "one"},
+		{Target: store.KillTenant, Name: DefaultTenant},
+		{Target: store.KillAll},
+	} {
+		t.Run(string(k.Target), func(t *testing.T) {
+			m, err := NewManager(Config{Store: memstore.New(), Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ctx := context.Background()
+			r, err := m.Start(ctx, Spec{ID: "one", Fresh: true, Single: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := r.Admit(ctx, modelStep(cents(1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.Reason = "test"
+			if err := m.SetKill(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			if a.Context().Err() == nil { // SetKill applies the flag before it returns
+				t.Fatal("the kill did not cancel the step in flight")
+			}
+			fe := wantReason(t, context.Cause(a.Context()), failure.Killed, failure.Fatal)
+			if err := a.Fail(ctx, fe); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if rec := r.Record(); rec.Status != store.RunStopped || rec.StopReason != string(failure.Killed) {
+				t.Errorf("record = %+v; want stopped killed", rec)
+			}
+		})
+	}
+}

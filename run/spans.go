@@ -90,8 +90,9 @@ func (r *Run) runSpan() trace.Span {
 		attrs[trace.AttrStopReason] = rec.StopReason
 		attrs[trace.AttrFailureReason] = rec.StopReason
 	}
+	traceID, spanID := r.traceIDs()
 	return trace.Span{
-		TraceID: r.traceID, SpanID: r.spanID, RunID: r.id, Kind: trace.KindRun, Name: name,
+		TraceID: traceID, SpanID: spanID, RunID: r.id, Kind: trace.KindRun, Name: name,
 		Start: rec.Started, End: rec.Ended, Status: status, Attrs: attrs,
 		Events: slices.Clone(r.events),
 	}
@@ -155,8 +156,9 @@ func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimat
 	if model != "" {
 		name += " " + model
 	}
+	traceID, runSpanID := a.r.traceIDs()
 	return trace.Span{
-		TraceID: a.r.traceID, SpanID: a.spanID, ParentID: a.r.spanID, RunID: a.r.id,
+		TraceID: traceID, SpanID: a.spanID, ParentID: runSpanID, RunID: a.r.id,
 		Kind: trace.KindModel, Name: name, Start: a.start, End: a.end, Status: status, Attrs: attrs,
 	}
 }
@@ -174,8 +176,9 @@ func (a *Admitted) attemptSpan(n int, at AttemptRecord) trace.Span {
 		status = trace.StatusError
 		failAttrs(attrs, at.Failure)
 	}
+	traceID, _ := a.r.traceIDs()
 	return trace.Span{
-		TraceID: a.r.traceID, SpanID: newSpanID(), ParentID: a.spanID, RunID: a.r.id,
+		TraceID: traceID, SpanID: newSpanID(), ParentID: a.spanID, RunID: a.r.id,
 		Kind: trace.KindAttempt, Name: "attempt " + at.Deployment, Start: at.Start,
 		End: at.Start.Add(at.Duration), Status: status, Attrs: attrs,
 	}

@@ -52,6 +52,8 @@ type Admitted struct {
 	step   Step
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// stopAF stops the link from the run's context (nil for a Single
+	// run's step, see Run.Admit).
 	stopAF func() bool
 	// stopDeadline frees the deadline of a Single run's step (nil for
 	// other runs: the run's context has it).
@@ -174,7 +176,12 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		ctx, a.stopDeadline = context.WithDeadlineCause(ctx, r.deadline, r.deadlineFailure())
 	}
 	a.ctx, a.cancel = context.WithCancelCause(ctx)
-	a.stopAF = context.AfterFunc(r.ctx, func() { a.cancel(context.Cause(r.ctx)) })
+	if !r.single {
+		// The run's context ends at its deadline (see newRun) with its
+		// steps. A Single run's has no timer, and every end of a run
+		// with steps open cancels them itself (see Run.end).
+		a.stopAF = context.AfterFunc(r.ctx, func() { a.cancel(context.Cause(r.ctx)) })
+	}
 
 	// A first step may be admitted in memory (see reserveAll) only with
 	// nothing shared to reserve against: no tenant limit, and a store
@@ -504,10 +511,17 @@ func (r *Run) refuse(ctx context.Context, a *Admitted, fe *failure.Error) error 
 
 // done frees the step's context.
 func (a *Admitted) done() {
-	a.stopAF()
+	a.unlink()
 	a.cancel(nil)
 	if a.stopDeadline != nil {
 		a.stopDeadline()
+	}
+}
+
+// unlink stops the link from the run's context to the step's, if any.
+func (a *Admitted) unlink() {
+	if a.stopAF != nil {
+		a.stopAF()
 	}
 }
 

@@ -133,8 +133,9 @@ func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Conte
 			attrs[trace.AttrToolOutcome] = trace.ToolDisabled
 		}
 		failAttrs(attrs, err)
+		traceID, runSpanID := r.traceIDs()
 		r.m.sink.Record(trace.Span{
-			TraceID: r.traceID, SpanID: trace.NewID(), ParentID: r.spanID, RunID: r.id, Kind: trace.KindTool,
+			TraceID: traceID, SpanID: trace.NewID(), ParentID: runSpanID, RunID: r.id, Kind: trace.KindTool,
 			Name: "execute_tool " + call.Name, Start: start, End: r.m.now(), Status: trace.StatusError, Attrs: attrs,
 		})
 		return nil, err
@@ -149,8 +150,9 @@ func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Conte
 	} else {
 		attrs[trace.AttrToolResult] = string(res)
 	}
+	traceID, runSpanID := r.traceIDs()
 	r.m.sink.Record(trace.Span{
-		TraceID: r.traceID, SpanID: a.spanID, ParentID: r.spanID, RunID: r.id, Kind: trace.KindTool,
+		TraceID: traceID, SpanID: a.spanID, ParentID: runSpanID, RunID: r.id, Kind: trace.KindTool,
 		Name: "execute_tool " + call.Name, Start: a.start, End: r.m.now(), Status: status, Attrs: attrs,
 	})
 	_ = r.persist(context.WithoutCancel(ctx))

@@ -180,14 +180,20 @@ type seqSample struct {
 }
 
 // sequential sends n requests (after warm requests) to each target in
-// turn, interleaved so that drift on the machine hits all targets alike.
-func sequential(ctx context.Context, ts []*target, stream bool, warm, n int) (map[string]*seqSample, error) {
+// turn, interleaved so that drift on the machine hits all targets alike;
+// with rotate, the order of the targets rotates by one every round, so
+// that no target always follows the same one.
+func sequential(ctx context.Context, ts []*target, stream bool, warm, n int, rotate bool) (map[string]*seqSample, error) {
 	out := map[string]*seqSample{}
 	for _, t := range ts {
 		out[t.name] = &seqSample{}
 	}
 	for i := range warm + n {
-		for _, t := range ts {
+		for k := range ts {
+			t := ts[k]
+			if rotate {
+				t = ts[(i+k)%len(ts)]
+			}
 			if stream && t.noStream != "" {
 				continue
 			}

@@ -46,6 +46,7 @@ type options struct {
 	simBreaker  string
 	simRetry    string
 	seqOnly     bool
+	belayB      string
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 8, chain_max_attempts: 16, budget_ratio: 0.5\"")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "diagnostic: write each belay process's CPU profile to DIR/NAME.cpu (go tool pprof)")
 	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential latency and time to first token (direct, proxy, belay) and print them; no goals")
+	flag.StringVar(&o.belayB, "belay-b", "", "diagnostic, with -seq-only: a second belay binary measured in the same interleaved run (target belay-b, same config and store kind), for A/B comparisons that drift between runs does not blur; the order of targets rotates every sample")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
 
@@ -173,6 +175,14 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("upstream %s, bare proxy %s, belay %s (pid %d)\n", upBase, px.addr, bp.base, bp.cmd.Process.Pid)
 
 	if o.seqOnly {
+		if o.belayB != "" {
+			bb, err := startBelay(ctx, o.belayB, dir, "belay-b", fmt.Sprintf(proxyConfig, adminKey, upBase+"/v1"), o.store)
+			if err != nil {
+				return err
+			}
+			defer bb.stop()
+			targets = append(targets, newTarget("belay-b", bb.base+"/v1", "bench", nil))
+		}
 		return seqOnly(ctx, o, targets)
 	}
 	if err := measureSpeed(ctx, o, targets, &m); err != nil {
@@ -220,7 +230,8 @@ func run(ctx context.Context, o options) error {
 // and prints each target's figures and belay's ratios to the proxy.
 func seqOnly(ctx context.Context, o options, targets []*target) error {
 	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	plain, err := sequential(ctx, targets, false, o.warm, o.n)
+	rotate := o.belayB != ""
+	plain, err := sequential(ctx, targets, false, o.warm, o.n, rotate)
 	if err != nil {
 		return err
 	}
@@ -234,9 +245,12 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 	}
 	if added["proxy"] > 0 {
 		fmt.Printf("belay/proxy added median: %.2f×\n", float64(added["belay"])/float64(added["proxy"]))
+		if _, ok := added["belay-b"]; ok {
+			fmt.Printf("belay-b/proxy added median: %.2f×\n", float64(added["belay-b"])/float64(added["proxy"]))
+		}
 	}
 	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	stream, err := sequential(ctx, targets, true, o.warm, o.n)
+	stream, err := sequential(ctx, targets, true, o.warm, o.n, rotate)
 	if err != nil {
 		return err
 	}
@@ -253,6 +267,9 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 	}
 	if addedTTFT["proxy"] > 0 {
 		fmt.Printf("belay/proxy added TTFT p99: %.2f×\n", float64(addedTTFT["belay"])/float64(addedTTFT["proxy"]))
+		if _, ok := addedTTFT["belay-b"]; ok {
+			fmt.Printf("belay-b/proxy added TTFT p99: %.2f×\n", float64(addedTTFT["belay-b"])/float64(addedTTFT["proxy"]))
+		}
 	}
 	return nil
 }
@@ -262,11 +279,11 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 func measureSpeed(ctx context.Context, o options, targets []*target, m *measured) error {
 	var err error
 	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	if m.plain, err = sequential(ctx, targets, false, o.warm, o.n); err != nil {
+	if m.plain, err = sequential(ctx, targets, false, o.warm, o.n, false); err != nil {
 		return err
 	}
 	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	if m.stream, err = sequential(ctx, targets, true, o.warm, o.n); err != nil {
+	if m.stream, err = sequential(ctx, targets, true, o.warm, o.n, false); err != nil {
 		return err
 	}
 	m.rps = map[string]float64{}
