@@ -19,17 +19,19 @@ import (
 // (so two Servers in one process do not collide). All names start with
 // belay_.
 type metrics struct {
-	reg       *prometheus.Registry
-	requests  *prometheus.CounterVec   // dialect, status
-	attempts  *prometheus.CounterVec   // deployment, reason ("ok" for success)
-	retries   *prometheus.CounterVec   // deployment
-	fallbacks *prometheus.CounterVec   // alias
-	breaker   *prometheus.GaugeVec     // deployment: 0 closed, 1 half-open, 2 open
-	spend     *prometheus.CounterVec   // tenant
-	stops     *prometheus.CounterVec   // reason
-	latency   *prometheus.HistogramVec // dialect, stream
-	ttft      *prometheus.HistogramVec // dialect
-	alerts    *prometheus.CounterVec   // scope ("run" or "tenant"), threshold
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec // dialect, status
+	attempts *prometheus.CounterVec // deployment, reason ("ok" for success)
+	retries  *prometheus.CounterVec // deployment
+	// retriesRefused: deployment
+	retriesRefused *prometheus.CounterVec
+	fallbacks      *prometheus.CounterVec   // alias
+	breaker        *prometheus.GaugeVec     // deployment: 0 closed, 1 half-open, 2 open
+	spend          *prometheus.CounterVec   // tenant
+	stops          *prometheus.CounterVec   // reason
+	latency        *prometheus.HistogramVec // dialect, stream
+	ttft           *prometheus.HistogramVec // dialect
+	alerts         *prometheus.CounterVec   // scope ("run" or "tenant"), threshold
 }
 
 func newMetrics() *metrics {
@@ -41,6 +43,8 @@ func newMetrics() *metrics {
 			Help: "Upstream attempts, by deployment and failure reason (ok for success)."}, []string{"deployment", "reason"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_retries_total",
 			Help: "Attempts that retried the same deployment."}, []string{"deployment"}),
+		retriesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_retries_refused_total",
+			Help: "Retries the retry policy wanted but the deployment's retry budget refused (retry.budget_ratio): the call moved to the next deployment, or failed with attempts left."}, []string{"deployment"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_fallbacks_total",
 			Help: "Calls served by other than the alias's first deployment."}, []string{"alias"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "belay_breaker_state",
@@ -56,7 +60,7 @@ func newMetrics() *metrics {
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_budget_alerts_total",
 			Help: "Budget alert thresholds crossed (a tenant budget's alert_at), by scope (tenant; run where run alerts are set) and threshold."}, []string{"scope", "threshold"}),
 	}
-	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.fallbacks, m.breaker, m.spend, m.stops, m.latency, m.ttft, m.alerts,
+	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.retriesRefused, m.fallbacks, m.breaker, m.spend, m.stops, m.latency, m.ttft, m.alerts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -103,6 +107,9 @@ func (m *metrics) observeRoute(alias string, res *route.Result) {
 			reason = string(a.Failure.Reason)
 		}
 		m.attempts.WithLabelValues(a.Deployment, reason).Inc()
+		if a.RetryRefused {
+			m.retriesRefused.WithLabelValues(a.Deployment).Inc()
+		}
 		if a.Deployment == prev {
 			m.retries.WithLabelValues(a.Deployment).Inc()
 		}

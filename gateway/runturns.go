@@ -183,7 +183,7 @@ func runOutcome(o Outcome, records bool) (budget.Usage, run.Outcome) {
 		out.InputMessages, out.OutputMessages = o.InputMessages, o.OutputMessages
 		for _, a := range o.Result.Attempts() {
 			out.Attempts = append(out.Attempts, run.AttemptRecord{Deployment: a.Deployment, Start: a.Start,
-				Duration: a.Duration, Wait: a.Wait, Failure: a.Failure})
+				Duration: a.Duration, Wait: a.Wait, Failure: a.Failure, RetryRefused: a.RetryRefused})
 		}
 	}
 	var u budget.Usage

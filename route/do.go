@@ -25,6 +25,11 @@ type Attempt struct {
 	// Breaker is the deployment's breaker state when it admitted the call
 	// (Closed or HalfOpen).
 	Breaker breaker.State
+	// RetryRefused is true when the retry policy would have retried after
+	// this attempt but the deployment's retry budget (retry.Budget) had no
+	// room: the call moved to the next deployment, or failed with attempts
+	// left when this was the last.
+	RetryRefused bool
 }
 
 // inlineAttempts is how many attempts a Result holds without allocating.
@@ -78,6 +83,14 @@ func (r *Result) refuse(name string) {
 	}
 	r.moreRefused = append(r.moreRefused, name)
 	r.nRefused++
+}
+
+// lastAttempt returns the latest attempt added; there must be one.
+func (r *Result) lastAttempt() *Attempt {
+	if r.more != nil {
+		return &r.more[len(r.more)-1]
+	}
+	return &r.inline[r.n-1]
 }
 
 func (r *Result) add(a Attempt) {
@@ -265,6 +278,7 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 		// budget; many slow retries at once (an upstream that is slow to
 		// fail) do, and are refused.
 		if !m.budget.TryRetry() {
+			l.res.lastAttempt().RetryRefused = true
 			return next, last
 		}
 		retrying = true

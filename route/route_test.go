@@ -345,7 +345,7 @@ func TestRetryBudgetLimitsConcurrentRetries(t *testing.T) {
 		release := make(chan struct{})
 		var mu sync.Mutex
 		seen := map[*int]bool{}
-		var retriedOnA, servedByB int
+		var retriedOnA, servedByB, refusedMarks int
 		var wg sync.WaitGroup
 		for range 10 {
 			wg.Go(func() {
@@ -369,6 +369,16 @@ func TestRetryBudgetLimitsConcurrentRetries(t *testing.T) {
 				}
 				mu.Lock()
 				defer mu.Unlock()
+				// A call that fell back says why: its failed attempt on a
+				// is marked, and only that one.
+				for i, at := range res.Attempts() {
+					if at.RetryRefused {
+						refusedMarks++
+						if at.Deployment != "a" || i != 0 || res.Deployment.Name != "b" {
+							t.Errorf("attempt %d on %s marked RetryRefused; served by %s", i, at.Deployment, res.Deployment.Name)
+						}
+					}
+				}
 				if res.Deployment.Name == "a" {
 					retriedOnA++
 				} else {
@@ -380,8 +390,8 @@ func TestRetryBudgetLimitsConcurrentRetries(t *testing.T) {
 		synctest.Wait()
 		close(release)
 		wg.Wait()
-		if retriedOnA != 2 || servedByB != 8 {
-			t.Errorf("retried on a: %d, fell back to b: %d; want 2 and 8", retriedOnA, servedByB)
+		if retriedOnA != 2 || servedByB != 8 || refusedMarks != 8 {
+			t.Errorf("retried on a: %d, fell back to b: %d, attempts marked RetryRefused: %d; want 2, 8 and 8", retriedOnA, servedByB, refusedMarks)
 		}
 		if req, ret := r.deployments["a"].budget.InFlight(); req != 0 || ret != 0 {
 			t.Errorf("budget leaked: %d requests, %d retries in flight", req, ret)

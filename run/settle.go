@@ -21,6 +21,9 @@ type AttemptRecord struct {
 	// Wait is the backoff slept before this attempt.
 	Wait    time.Duration
 	Failure *failure.Error // nil for the attempt that succeeded
+	// RetryRefused: the retry budget refused the retry after this attempt
+	// (route.Attempt.RetryRefused); recorded as belay.retry.refused.
+	RetryRefused bool
 }
 
 // Outcome is what is known about a finished model step besides its usage.

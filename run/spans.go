@@ -176,6 +176,9 @@ func (a *Admitted) attemptSpan(n int, at AttemptRecord) trace.Span {
 		status = trace.StatusError
 		failAttrs(attrs, at.Failure)
 	}
+	if at.RetryRefused {
+		attrs[trace.AttrRetryRefused] = true
+	}
 	traceID, _ := a.r.traceIDs()
 	return trace.Span{
 		TraceID: traceID, SpanID: newSpanID(), ParentID: a.spanID, RunID: a.r.id,

@@ -84,6 +84,7 @@ const (
 	AttrDeployment     = "belay.deployment"
 	AttrAttempt        = "belay.attempt"
 	AttrWaitMS         = "belay.wait_ms"
+	AttrRetryRefused   = "belay.retry.refused" // the retry budget refused the retry after this attempt
 	AttrCostUSD        = "belay.cost_usd"
 	AttrCostEstimated  = "belay.cost_estimated"
 	AttrBreakerState   = "belay.breaker.state"

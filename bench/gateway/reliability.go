@@ -18,7 +18,11 @@ type stormResult struct {
 	failures  map[string]int // "status reason" → count
 	attempts  float64        // upstream attempts, from belay_attempts_total
 	byReason  map[string]float64
-	elapsed   time.Duration
+	// refused: retries the retry budget refused, by deployment (from
+	// belay_retries_refused_total): a call that failed with attempts
+	// left was cut short by the budget.
+	refused map[string]float64
+	elapsed time.Duration
 }
 
 // storm sends n non-streaming requests from conc workers to alias "storm"
@@ -31,7 +35,7 @@ func storm(ctx context.Context, p *belayProc, n, conc int) (stormResult, error) 
 	if err != nil {
 		return stormResult{}, err
 	}
-	res := stormResult{requests: n, failures: map[string]int{}, byReason: map[string]float64{}}
+	res := stormResult{requests: n, failures: map[string]int{}, byReason: map[string]float64{}, refused: map[string]float64{}}
 	var mu sync.Mutex
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -64,6 +68,10 @@ func storm(ctx context.Context, p *belayProc, n, conc int) (stormResult, error) 
 	for _, dep := range []string{depStormA, depStormB} {
 		res.attempts += sum(after, "belay_attempts_total", map[string]string{"deployment": dep}) -
 			sum(before, "belay_attempts_total", map[string]string{"deployment": dep})
+		if r := sum(after, "belay_retries_refused_total", map[string]string{"deployment": dep}) -
+			sum(before, "belay_retries_refused_total", map[string]string{"deployment": dep}); r > 0 {
+			res.refused[dep] = r
+		}
 	}
 	for _, s := range after {
 		if s.name == "belay_attempts_total" && (s.labels["deployment"] == depStormA || s.labels["deployment"] == depStormB) {

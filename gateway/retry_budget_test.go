@@ -1,0 +1,180 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/memstore"
+	"github.com/belay-run/belay/trace"
+)
+
+// When a deployment's retry budget has no room, the call falls back, and
+// the operator can see it: belay_retries_refused_total counts the refused
+// retries per deployment, and the attempt they followed carries
+// belay.retry.refused in the trace. Eight calls fail once on "a" and want
+// to retry there; the retries hang, so the budget (max(3, 0.1 × 8)) lets
+// three in and refuses five, which fall back to "b".
+func TestRetryBudgetRefusalsAreVisible(t *testing.T) {
+	const calls, admitted = 8, 3
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	hanging, servedByB := 0, 0
+	ready := make(chan struct{}) // closed once 3 retries hang on a and 5 calls reached b
+	check := func() {
+		if hanging == admitted && servedByB == calls-admitted {
+			close(ready)
+		}
+	}
+	answer := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, benchAnswer)
+	}
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		first := !seen[string(body)]
+		seen[string(body)] = true
+		if !first {
+			hanging++
+			check()
+		}
+		mu.Unlock()
+		if first {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":null}}`)
+			return
+		}
+		<-release
+		answer(w)
+	}))
+	t.Cleanup(a.Close)
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		servedByB++
+		check()
+		mu.Unlock()
+		answer(w)
+	}))
+	t.Cleanup(b.Close)
+
+	y := fmt.Sprintf(`
+store: memory://
+retry: {max_attempts: 2, base: 1ms, cap: 1ms, jitter: none, budget_ratio: 0.1}
+breaker: {consecutive_failures: 1000}
+models:
+  - alias: m
+    deployments:
+      - {name: a, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-up}
+      - {name: b, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-up}
+`, a.URL, b.URL)
+	cfg, err := config.Parse([]byte(y), "test.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	gw := httptest.NewServer(st.Server.Handler())
+	t.Cleanup(gw.Close)
+
+	type result struct {
+		runID, deployment string
+		err               error
+	}
+	results := make(chan result, calls)
+	for i := range calls {
+		go func() {
+			body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"call %d"}]}`, i)
+			resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			out, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d: %s", resp.StatusCode, out)
+			}
+			results <- result{resp.Header.Get("X-Belay-Run-Id"), resp.Header.Get("X-Belay-Deployment"), err}
+		}()
+	}
+	<-ready
+	close(release)
+	served := map[string]int{}
+	var runIDs []string
+	for range calls {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		served[r.deployment]++
+		runIDs = append(runIDs, r.runID)
+	}
+	if served["a"] != admitted || served["b"] != calls-admitted {
+		t.Fatalf("served by deployment: %v; want a: %d, b: %d", served, admitted, calls-admitted)
+	}
+
+	metrics := get(t, gw.URL+"/metrics")
+	if want := fmt.Sprintf(`belay_retries_refused_total{deployment="a"} %d`, calls-admitted); !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %q:\n%s", want, grepLines(metrics, "belay_retries"))
+	}
+	if strings.Contains(metrics, `belay_retries_refused_total{deployment="b"}`) {
+		t.Errorf("a refusal counted on b:\n%s", grepLines(metrics, "belay_retries_refused"))
+	}
+
+	ctx := context.Background()
+	if err := st.Runs.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Recorder.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for _, id := range runIDs {
+		spans, err := st.Store.RunSpans(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range spans {
+			if s.Attrs[trace.AttrRetryRefused] != true {
+				continue
+			}
+			marked++
+			if s.Kind != trace.KindAttempt || s.Attrs[trace.AttrDeployment] != "a" {
+				t.Errorf("span %s (%s, deployment %v) marked %s; want only a's failed attempts", s.Name, s.Kind, s.Attrs[trace.AttrDeployment], trace.AttrRetryRefused)
+			}
+		}
+	}
+	if marked != calls-admitted {
+		t.Errorf("%d attempt spans marked %s; want %d", marked, trace.AttrRetryRefused, calls-admitted)
+	}
+}
+
+// get returns the body of a GET of url.
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
