@@ -75,6 +75,15 @@ func TestLoadSuiteExample(t *testing.T) {
 	if _, err := LoadSuite("../examples/refund-agent/storm.yaml"); err != nil {
 		t.Error(err)
 	}
+	// The command agent's suite: its scenarios share one world through a
+	// YAML anchor.
+	c, err := LoadSuite("../examples/command-agent/suite.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Agent.Command) != 2 || len(c.Scenarios) != 4 || c.Scenarios[3].World["orders"] == nil {
+		t.Errorf("command-agent suite read as agent %v, %d scenarios, last world %v", c.Agent.Command, len(c.Scenarios), c.Scenarios[len(c.Scenarios)-1].World)
+	}
 }
 
 // TestLoadSuiteErrors: a suite with an unknown key, a missing agent or a
