@@ -78,6 +78,11 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 	seed := s.Seed
 	if opt.Seed != nil {
 		seed = *opt.Seed
+		// The harnesses' simulators draw from the suite's seed: the
+		// override is the suite's seed for this evaluation.
+		o := *s
+		o.Seed = seed
+		s = &o
 	}
 	work := opt.WorkDir
 	if work == "" {
@@ -216,7 +221,12 @@ func (hs *harnessSet) get(ctx context.Context, sc *Scenario) (Harness, error) {
 		hs.byKey[key] = e
 	}
 	hs.mu.Unlock()
-	e.once.Do(func() { e.h, e.err = hs.newH(ctx, hs.suite, p) })
+	e.once.Do(func() {
+		e.h, e.err = hs.newH(ctx, hs.suite, p)
+		if e.err != nil {
+			e.h = nil // a typed nil would be closed by close
+		}
+	})
 	return e.h, e.err
 }
 

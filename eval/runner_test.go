@@ -292,6 +292,71 @@ func TestRunSeeds(t *testing.T) {
 	}
 }
 
+// Options.Seed is the suite's seed for the evaluation: the harness
+// factory (whose simulators draw faults and replies from it) gets it, and
+// the report names it. Without it the factory gets the suite file's.
+func TestRunSeedReachesTheHarness(t *testing.T) {
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) { return 0, "", nil }))
+	s := suiteFor(t, setupSuite, name)
+	var mu sync.Mutex
+	var got []int64
+	factory := func(_ context.Context, su *Suite, _ Providers) (Harness, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, su.Seed)
+		return &fakeHarness{}, nil
+	}
+	other := s.Seed + 424242
+	rep, err := Run(t.Context(), s, factory, Options{Seed: &other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != other || got[1] != other {
+		t.Errorf("factory saw seeds %v; want [%d %d]", got, other, other)
+	}
+	if rep.Seed != other {
+		t.Errorf("report seed %d; want %d", rep.Seed, other)
+	}
+	got = nil
+	if _, err := Run(t.Context(), s, factory, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != s.Seed {
+		t.Errorf("without Options.Seed the factory saw %v; want the suite's %d", got, s.Seed)
+	}
+}
+
+// A scenario whose own provider setup cannot be built fails its runs with
+// the factory's error; the evaluation still ends and closes the harnesses
+// it built, even when the factory returned a typed nil with its error.
+func TestRunScenarioSetupFails(t *testing.T) {
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) { return 0, "", nil }))
+	s := suiteFor(t, setupSuite, name)
+	var good []*fakeHarness
+	factory := func(_ context.Context, _ *Suite, p Providers) (Harness, error) {
+		if p.Sim != nil && len(p.Sim.Down) > 0 { // own-setup's
+			var h *fakeHarness
+			return h, errors.New("providers.sim.script: no such file")
+		}
+		h := &fakeHarness{}
+		good = append(good, h)
+		return h, nil
+	}
+	rep, err := Run(t.Context(), s, factory, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range rep.Outcomes {
+		failed := o.Reason == "harness" && len(o.Failures) == 1 && strings.Contains(o.Failures[0], "no such file")
+		if (o.Scenario == "own-setup") != failed {
+			t.Errorf("%s run %d: reason %q, failures %v", o.Scenario, o.Index, o.Reason, o.Failures)
+		}
+	}
+	if len(good) != 1 || good[0].closed.Load() != 1 {
+		t.Errorf("%d good harnesses; want 1, closed once", len(good))
+	}
+}
+
 func TestRunCanceled(t *testing.T) {
 	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) { return 0, "", nil }))
 	ctx, cancel := context.WithCancel(t.Context())

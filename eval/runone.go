@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -193,7 +194,7 @@ func (r *runner) command(ctx context.Context, env Env) (int, string, error) {
 		"ANTHROPIC_BASE_URL="+strings.TrimSuffix(env.BaseURL, "/v1"),
 		"OPENAI_API_KEY=belay-eval", "ANTHROPIC_API_KEY=belay-eval",
 		"BELAY_RUN_ID="+env.RunID, "BELAY_MODEL="+env.Model, "BELAY_INPUT="+env.Input,
-		"BELAY_WORLD="+env.WorldPath, "BELAY_SCENARIO="+env.Scenario)
+		"BELAY_WORLD="+env.WorldPath, "BELAY_SCENARIO="+env.Scenario, "BELAY_SEED="+strconv.FormatInt(env.Seed, 10))
 	for k, v := range r.suite.Agent.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -280,6 +280,34 @@ func (s *Suite) validate() error {
 		if err := s.Scenarios[i].validate(i, seen); err != nil {
 			return err
 		}
+		if len(s.Agent.Command) > 0 {
+			if err := s.Scenarios[i].Expect.commandAgentCheck(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// commandAgentCheck refuses the expectations on tool calls in a suite whose
+// agent is a command: the command runs its tools itself, so no tool span
+// reaches the trace, and called would always fail while not_called,
+// at_most_once and trajectory would pass without checking anything.
+func (e *Expect) commandAgentCheck(i int) error {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"called", len(e.Called) > 0},
+		{"not_called", len(e.NotCalled) > 0},
+		{"at_most_once", len(e.AtMostOnce) > 0},
+		{"trajectory", e.Trajectory != nil},
+	} {
+		if f.set {
+			return bad("checks the tool calls of an in-process Go agent (agent.go), whose tools run through belay; "+
+				"a command agent runs its own, which belay does not see: check what it did through its world file and expect.check",
+				"scenarios", fmt.Sprint(i), "expect", f.name)
+		}
 	}
 	return nil
 }

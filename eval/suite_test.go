@@ -130,6 +130,15 @@ func TestLoadSuiteErrors(t *testing.T) {
 		{"bad approval decision", goodSuite + "approvals:\n  - {tool: issue_refund, decision: maybe}\n",
 			"decision: maybe", "approvals.0.decision", "not a decision"},
 		{"no scenarios", "version: 1\nagent: {go: a}\nscenarios: []\n", "scenarios", "scenarios", "at least one scenario"},
+		// A command agent's tool calls never reach belay: an expectation
+		// on them would always fail (called) or check nothing.
+		{"trajectory with a command agent", strings.Replace(goodSuite, "{go: demo-agent}", "{command: [./agent]}", 1),
+			"trajectory:", "scenarios.0.expect.trajectory", "a command agent runs its own"},
+		{"called with a command agent", strings.Replace(strings.Replace(goodSuite, "{go: demo-agent}", "{command: [./agent]}", 1),
+			"      trajectory: {mode: subset, tools: [lookup]}\n", "", 1) + "    expect: {called: [lookup]}\n", "called: [lookup]", "scenarios.1.expect.called", "check what it did through its world file"},
+		{"not_called with a command agent", strings.Replace(strings.Replace(goodSuite, "{go: demo-agent}", "{command: [./agent]}", 1),
+			"      trajectory: {mode: subset, tools: [lookup]}\n", "      not_called: [refund]\n", 1),
+			"not_called: [refund]", "scenarios.0.expect.not_called", "in-process Go agent"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

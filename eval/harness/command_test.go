@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -60,6 +61,7 @@ func commandAgent() int {
 		reply = out.Choices[0].Message.Content
 	}
 	fmt.Println(reply)
+	fmt.Println("seed=" + os.Getenv("BELAY_SEED"))
 	return 0
 }
 
@@ -105,7 +107,17 @@ scenarios:
 	if len(rep.Outcomes) != 4 {
 		t.Fatalf("%d runs, want 4", len(rep.Outcomes))
 	}
+	seeds := map[string]bool{}
 	for _, o := range rep.Outcomes {
+		if o.Scenario == "two-calls" {
+			// Each run has its own seed, as a Go agent's Env.Seed.
+			_, seed, _ := strings.Cut(o.Output, "seed=")
+			seed = strings.TrimSpace(seed)
+			if _, err := strconv.ParseInt(seed, 10, 64); err != nil || seeds[seed] {
+				t.Errorf("two-calls #%d: BELAY_SEED %q (output %q); want a number of its own", o.Index, seed, o.Output)
+			}
+			seeds[seed] = true
+		}
 		// The capped run's third call is refused: it stops at two turns.
 		if o.Scenario == "capped" && (!o.Passed || o.Turns != 2 || o.ExitCode != 1) {
 			t.Errorf("capped #%d: passed %v, %d turns, exit %d (%v)", o.Index, o.Passed, o.Turns, o.ExitCode, o.Failures)
@@ -125,6 +137,60 @@ scenarios:
 		}
 		if models < 2 {
 			t.Errorf("%s #%d: %d model spans in the run's trace, want at least 2", o.Scenario, o.Index, models)
+		}
+	}
+}
+
+// A suite's providers.config may have tenants (it is often the gateway's
+// own config): eval runs still belong to the open gateway's tenant, so an
+// agent's calls, which carry no tenant key, are served.
+func TestConfigWithTenants(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := `sim: {profile: none}
+models:
+  - alias: gpt-4o-mini
+    deployments:
+      - {name: sim-a, provider: openai, model: gpt-4o-mini, base_url: "sim://"}
+tenants:
+  - {name: acme, key: sk-acme-secret}
+`
+	if err := os.WriteFile(filepath.Join(dir, "belay.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf(`version: 1
+name: tenants
+agent:
+  command: [%q]
+  env: {%s: "1"}
+runs: 2
+timeout: 20s
+providers: {config: belay.yaml}
+scenarios:
+  - name: two-calls
+    input: one two
+    expect: {exit_code: 0, status: succeeded, max_turns: 2}
+`, exe, agentModeEnv)
+	path := filepath.Join(dir, "suite.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := eval.LoadSuite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New()
+	defer st.Close()
+	rep, err := eval.Run(t.Context(), s, harness.Factory(st), eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range rep.Outcomes {
+		if !o.Passed || o.Turns != 2 {
+			t.Errorf("run %d: passed %v, %d turns, exit %d: %v", o.Index, o.Passed, o.Turns, o.ExitCode, o.Failures)
 		}
 	}
 }

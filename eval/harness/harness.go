@@ -114,6 +114,10 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 			return nil, fmt.Errorf("%s: providers.config: %w", s.Path, err)
 		}
 		cfg.Tools.Irreversible = append(cfg.Tools.Irreversible, s.Tools.Irreversible...)
+		// Eval runs belong to the open gateway's tenant (Tenant), under
+		// the suite's limits: with the config's tenants the agents' calls
+		// would need their keys, and would be refused as another tenant's.
+		cfg.Tenants = nil
 		return cfg, nil
 	}
 	sp := eval.SimSpec{}
