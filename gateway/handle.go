@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,7 +101,7 @@ func (c *call) serve() (int, error) {
 	c.req, c.alias = req, req.model
 	routeAlias, ok := s.aliases[aliasKey{c.f.dialect(), req.model}]
 	if !ok {
-		return c.refuse(c.unknownModel(req.model))
+		return c.refuse(s.unknownModel(c.f.dialect(), req.model))
 	}
 	c.chain = s.router.Deployments(routeAlias)
 	c.firstDep = c.chain[0].Name
@@ -305,23 +304,20 @@ func (c *call) readBody() ([]byte, *failure.Error) {
 	return nil, refusal(failure.InvalidRequest, "reading the request body failed")
 }
 
-func (c *call) unknownModel(model string) *failure.Error {
-	for _, m := range c.s.models {
+// unknownModel is the ModelNotFound failure for a model not served in
+// dialect d; it names the aliases d can use.
+func (s *Server) unknownModel(d failure.Dialect, model string) *failure.Error {
+	for _, m := range s.models {
 		if m.alias == model {
-			return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not served in the %s dialect (it is served as %v)", model, c.f.dialect(), m.dialects))
+			return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not served in the %s dialect (it is served as %v)", model, d, m.dialects))
 		}
 	}
-	served := make([]string, 0, len(c.s.models))
-	for _, m := range c.s.models {
-		if slices.Contains(m.dialects, string(c.f.dialect())) {
-			served = append(served, m.alias)
-		}
-	}
+	served := s.servedIn(d)
 	if len(served) > 20 {
 		served = append(served[:20], "…")
 	}
 	return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not a configured model alias (served in the %s dialect: %s)",
-		model, c.f.dialect(), strings.Join(served, ", ")))
+		model, d, strings.Join(served, ", ")))
 }
 
 // charge records the usage of an attempt on d. A negative count (an

@@ -2,7 +2,8 @@
 // (POST /v1/chat/completions) and Anthropic-compatible (POST /v1/messages)
 // endpoint that puts every model call on belay's request path —
 // identify → admit → route → relay → settle → record → respond — plus
-// GET /v1/models, /healthz, /readyz, /metrics and the admin API.
+// GET /v1/models (in the caller's dialect), /healthz, /readyz, /metrics and
+// the admin API.
 //
 // A client changes only its base URL: belay adds retries, fallback across
 // deployments that speak the client's dialect, circuit breakers, run
