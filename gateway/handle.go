@@ -58,7 +58,7 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &call{s: s, f: f, w: w, r: r, start: time.Now()}
 		status, err := c.serve()
-		s.metrics.observe(c, status, err)
+		s.metrics.observe(c, status)
 		switch {
 		case err == nil:
 		case c.runID == "": // refused before it was counted in a run (key, body, model): no run to name

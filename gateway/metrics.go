@@ -7,7 +7,6 @@ import (
 
 	"github.com/belay-run/belay/breaker"
 	"github.com/belay-run/belay/budget"
-	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/route"
 	"github.com/belay-run/belay/run"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +16,9 @@ import (
 
 // metrics are the gateway's Prometheus metrics, on a registry of its own
 // (so two Servers in one process do not collide). All names start with
-// belay_.
+// belay_. The run layer's counters (belay_stops_total, runs in memory,
+// store writes) are exported when Deps.Runs reports them, as RunTurns
+// does (see watchRuns).
 type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec // dialect, status
@@ -28,7 +29,6 @@ type metrics struct {
 	fallbacks      *prometheus.CounterVec   // alias
 	breaker        *prometheus.GaugeVec     // deployment: 0 closed, 1 half-open, 2 open
 	spend          *prometheus.CounterVec   // tenant
-	stops          *prometheus.CounterVec   // reason
 	latency        *prometheus.HistogramVec // dialect, stream
 	ttft           *prometheus.HistogramVec // dialect
 	alerts         *prometheus.CounterVec   // scope ("run" or "tenant"), threshold
@@ -51,8 +51,6 @@ func newMetrics() *metrics {
 			Help: "Circuit breaker state per deployment: 0 closed, 1 half-open, 2 open."}, []string{"deployment"}),
 		spend: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_spend_usd_total",
 			Help: "Money charged for model calls, in USD."}, []string{"tenant"}),
-		stops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_stops_total",
-			Help: "Calls belay refused or stopped, by reason (max_turns_exceeded, budget_exceeded, ...)."}, []string{"reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_request_duration_seconds",
 			Help: "Time from request to the end of the response.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}, []string{"dialect", "stream"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_time_to_first_token_seconds",
@@ -60,7 +58,7 @@ func newMetrics() *metrics {
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_budget_alerts_total",
 			Help: "Budget alert thresholds crossed (a tenant budget's alert_at), by scope (tenant; run where run alerts are set) and threshold."}, []string{"scope", "threshold"}),
 	}
-	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.retriesRefused, m.fallbacks, m.breaker, m.spend, m.stops, m.latency, m.ttft, m.alerts,
+	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.retriesRefused, m.fallbacks, m.breaker, m.spend, m.latency, m.ttft, m.alerts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -85,16 +83,15 @@ func (m *metrics) breakerState(deployment string, s breaker.State) {
 	m.breaker.WithLabelValues(deployment).Set(v)
 }
 
-// observe records one finished call.
-func (m *metrics) observe(c *call, status int, err error) {
+// observe records one finished call. A refused call (bad key, malformed
+// body, unknown model, a run's limit) is counted here by its status; the
+// runs belay stops are counted by the run layer (belay_stops_total).
+func (m *metrics) observe(c *call, status int) {
 	d := string(c.f.dialect())
 	m.requests.WithLabelValues(d, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(d, strconv.FormatBool(c.req != nil && c.req.stream)).Observe(time.Since(c.start).Seconds())
 	if c.ttft > 0 {
 		m.ttft.WithLabelValues(d).Observe(c.ttft.Seconds())
-	}
-	if fe := failure.As(err); fe != nil && (fe.Kind == failure.Fatal || fe.NoRetry && fe.Deployment == "") {
-		m.stops.WithLabelValues(string(fe.Reason)).Inc()
 	}
 }
 
@@ -126,11 +123,16 @@ func (m *metrics) addSpend(tenant string, cost budget.USD) {
 	}
 }
 
-// watchRuns exports the run manager's counters: runs held in memory, and
-// store writes (settles, run records) retried and given up — a given-up
-// write is spend or a record the store does not hold.
+// watchRuns exports the run manager's counters: runs stopped by their
+// limits or a kill, runs held in memory, and store writes (settles, run
+// records) retried and given up — a given-up write is spend or a record
+// the store does not hold.
 func (m *metrics) watchRuns(stats func() run.Stats) {
 	m.reg.MustRegister(
+		stopsCollector{stats: stats, desc: prometheus.NewDesc("belay_stops_total",
+			"Runs belay stopped, by stop reason: a limit of the run (max_turns_exceeded, deadline_exceeded, budget_exceeded) "+
+				"or a kill (killed); each run once, as its record says (status stopped). Refused requests are in belay_requests_total by status.",
+			[]string{"reason"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "belay_runs_in_memory",
 			Help: "Runs the gateway holds in memory."}, func() float64 { return float64(stats().Live) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "belay_store_write_retries_total",
@@ -140,4 +142,18 @@ func (m *metrics) watchRuns(stats func() run.Stats) {
 			Help: "Store writes given up after retrying: spend or run records the store does not hold."},
 			func() float64 { return float64(stats().StoreFailures) }),
 	)
+}
+
+// stopsCollector exports run.Stats.Stops as belay_stops_total{reason}.
+type stopsCollector struct {
+	desc  *prometheus.Desc
+	stats func() run.Stats
+}
+
+func (c stopsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c stopsCollector) Collect(ch chan<- prometheus.Metric) {
+	for reason, n := range c.stats().Stops {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), string(reason))
+	}
 }

@@ -17,9 +17,10 @@ const (
 	retryMaxWait   = 5 * time.Second
 )
 
-type storeStats struct {
+type managerStats struct {
 	retries  atomic.Int64
 	failures atomic.Int64
+	stops    [len(stopReasons)]atomic.Int64 // runs stopped, by stopReasons' index
 }
 
 // retrier tracks the background retries so that Close waits for them.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"slices"
 	"time"
 	"weak"
 
@@ -302,11 +303,32 @@ type Stats struct {
 	// Config.StoreRetryFor (or at Close): spend or a run record that the
 	// store does not hold. Each is also logged at ERROR.
 	StoreFailures int64
+	// Stops counts the runs this Manager stopped for one of their limits
+	// or a kill, by stop reason: killed, max_turns_exceeded,
+	// deadline_exceeded and budget_exceeded, each present (0 until
+	// counted). A run counts once, when it first ends stopped for one of
+	// them (a refusal, a kill, its deadline, or Finish with such a
+	// failure): its record then has status stopped and that stop_reason.
+	// A later step the stopped run refuses is not counted again.
+	Stops map[failure.Reason]int64
 }
 
 // Stats returns the Manager's counters.
 func (m *Manager) Stats() Stats {
-	return Stats{Live: m.Live(), StoreRetries: m.stats.retries.Load(), StoreFailures: m.stats.failures.Load()}
+	st := Stats{Live: m.Live(), StoreRetries: m.stats.retries.Load(), StoreFailures: m.stats.failures.Load(),
+		Stops: make(map[failure.Reason]int64, len(stopReasons))}
+	for i, reason := range stopReasons {
+		st.Stops[reason] = m.stats.stops[i].Load()
+	}
+	return st
+}
+
+// countStop counts a run that ended stopped for reason in Stats.Stops
+// (other reasons, such as canceled at shutdown, are not counted).
+func (m *Manager) countStop(reason failure.Reason) {
+	if i := slices.Index(stopReasons[:], reason); i >= 0 {
+		m.stats.stops[i].Add(1)
+	}
 }
 
 // track registers the cleanup that forgets r's weak reference once r is

@@ -71,7 +71,7 @@ type Manager struct {
 	live map[string]*entry            // runs held in memory, or being started or loaded
 	idle map[string]weak.Pointer[Run] // evicted runs a caller may still hold
 
-	stats storeStats
+	stats managerStats
 	// storeDown: the last store write failed with an error that may pass
 	// and none has succeeded since; first steps of Fresh runs then go
 	// through the ledger (and fail with the store) instead of memory.

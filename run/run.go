@@ -286,6 +286,7 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 		return nil
 	}
 	first := !r.ended
+	stopped := first && status == store.RunStopped
 	if first {
 		r.ended, r.endCause = true, cause
 		if idle {
@@ -314,8 +315,11 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 			open = append(open, a)
 		}
 	}
-	drained, stop := r.drained, r.stopAF
+	drained, stop, reason := r.drained, r.stopAF, failure.Reason(r.rec.StopReason)
 	r.mu.Unlock()
+	if stopped {
+		r.m.countStop(reason)
+	}
 
 	ctx = context.WithoutCancel(ctx)
 	if drained {

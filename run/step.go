@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/belay-run/belay/budget"
@@ -87,15 +88,12 @@ func refusal(reason failure.Reason, format string, args ...any) *failure.Error {
 	return &failure.Error{Kind: failure.Fatal, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
-// stopsRun reports whether a refusal for reason stops the run: the run's
-// own limits and kills do; a disabled tool refuses only the call.
-func stopsRun(reason failure.Reason) bool {
-	switch reason {
-	case failure.Killed, failure.MaxTurnsExceeded, failure.DeadlineExceeded, failure.BudgetExceeded:
-		return true
-	}
-	return false
-}
+// stopReasons are the reasons a refusal stops the run for: the run's own
+// limits and kills; a disabled tool refuses only the call.
+var stopReasons = [...]failure.Reason{failure.Killed, failure.MaxTurnsExceeded, failure.DeadlineExceeded, failure.BudgetExceeded}
+
+// stopsRun reports whether a refusal for reason stops the run.
+func stopsRun(reason failure.Reason) bool { return slices.Contains(stopReasons[:], reason) }
 
 // hardStop reports whether stopping for reason cancels the steps in
 // flight: a kill and the deadline do; a turn or money refusal stops only
