@@ -32,6 +32,7 @@ type call struct {
 
 	runID  string
 	tenant config.Tenant
+	asked  config.Limits // the limits the request's X-Belay-* headers asked for
 	alias  string
 	req    *request
 	chain  []route.Deployment
@@ -86,10 +87,12 @@ func (c *call) serve() (int, error) {
 		return c.refuse(fe)
 	}
 	c.tenant = tenant
-	limits, fe := requestLimits(c.r, s.cfg.TenantLimits(tenant.Name))
+	limits, asked, fe := requestLimits(c.r, s.cfg.TenantLimits(tenant.Name))
 	if fe != nil {
 		return c.refuse(fe)
 	}
+	c.asked = asked
+	c.limitsApply(limits) // until the run's are known
 	body, fe := c.readBody()
 	if fe != nil {
 		return c.refuse(fe)
@@ -121,6 +124,10 @@ func (c *call) serve() (int, error) {
 		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, Stream: req.stream,
 	})
 	if err != nil {
+		var rr *runRefusal
+		if errors.As(err, &rr) { // the run's limits apply, not the ones asked
+			c.limitsApply(rr.limits)
+		}
 		if fe := failure.As(err); fe != nil {
 			return c.refuse(fe)
 		}
@@ -129,6 +136,9 @@ func (c *call) serve() (int, error) {
 		}
 		// Not a refusal: the run layer could not use the store.
 		return c.storeUnavailable(err)
+	}
+	if c.asked != (config.Limits{}) { // the run's limits are read only when some were asked
+		c.limitsApply(turn.Limits())
 	}
 	ctx := turn.Context()
 	if dl := turn.Deadline(); !dl.IsZero() && !deadlineBy(ctx, dl) {
@@ -194,6 +204,19 @@ func (c *call) serve() (int, error) {
 		settle()
 	}
 	return status, werr
+}
+
+// limitsApply sets X-Belay-Limits-Overridden for the limits that apply
+// to the call, or removes it when each limit asked for applies.
+func (c *call) limitsApply(apply config.Limits) {
+	if c.asked == (config.Limits{}) {
+		return
+	}
+	if v := limitsOverridden(c.asked, apply); v != "" {
+		c.w.Header().Set(HeaderLimitsOverridden, v)
+	} else {
+		c.w.Header().Del(HeaderLimitsOverridden)
+	}
 }
 
 // deadlineNote adds to a deadline failure what its earlier attempts

@@ -30,6 +30,32 @@ const (
 	HeaderDegraded    = "X-Belay-Degraded"
 	HeaderCostUSD     = "X-Belay-Cost-Usd"
 	HeaderShouldRetry = "X-Should-Retry"
+
+	// HeaderLimitsOverridden names each limit the request asked for
+	// (X-Belay-Max-Turns, X-Belay-Deadline, X-Belay-Max-Cost-Usd) that
+	// does not apply as asked, with the value that applies instead:
+	// comma-separated name=value pairs, in this order,
+	//
+	//	X-Belay-Limits-Overridden: max-turns=50, deadline=300, max-cost-usd=1.00
+	//
+	// Names are the request headers' without "X-Belay-"; values are in
+	// their units (turns, seconds, USD), or "none" for no limit.
+	//
+	// A request can only lower its tenant's limits: a value above one is
+	// capped at it. And a run's limits are fixed by its first request: on
+	// a later request of the run, the run's limits apply whatever its
+	// headers ask, and the header compares with them (it may then name a
+	// limit above the one asked for). When the run's limits are not known
+	// — a request refused before it reaches its run (malformed body,
+	// unknown model, a run of another tenant, the store unavailable) — it
+	// compares with the tenant's limits, which a new run would get.
+	//
+	// It is set on every response of such a request, success or refusal,
+	// in both dialects (for a stream, with the response header). It is
+	// absent when every limit asked for applies, when none was asked, and
+	// on a request refused before its tenant is known (401) or for a
+	// malformed limit header (400).
+	HeaderLimitsOverridden = "X-Belay-Limits-Overridden"
 )
 
 // DefaultTenant is the tenant of every request when no tenants are
@@ -108,15 +134,18 @@ func runID(r *http.Request) (string, *failure.Error) {
 
 // requestLimits returns base lowered by the request's X-Belay-Max-Turns,
 // X-Belay-Deadline (a Go duration or seconds) and X-Belay-Max-Cost-Usd
-// headers. A request can only lower a limit: a value above the tenant's
-// limit is capped at it. A malformed value is an InvalidRequest failure.
-func requestLimits(r *http.Request, base config.Limits) (config.Limits, *failure.Error) {
-	l := base
+// headers, and the limits those headers asked for (a zero field was not
+// asked). A request can only lower a limit: a value above the tenant's
+// limit is capped at it (and named in X-Belay-Limits-Overridden, see
+// limitsOverridden). A malformed value is an InvalidRequest failure.
+func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits, fe *failure.Error) {
+	l = base
 	if v := r.Header.Get(HeaderMaxTurns); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
-			return l, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive integer", HeaderMaxTurns, v))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive integer", HeaderMaxTurns, v))
 		}
+		asked.MaxTurns = n
 		if l.MaxTurns == 0 || n < l.MaxTurns {
 			l.MaxTurns = n
 		}
@@ -124,8 +153,9 @@ func requestLimits(r *http.Request, base config.Limits) (config.Limits, *failure
 	if v := r.Header.Get(HeaderDeadline); v != "" {
 		d, err := config.ParseDuration(v)
 		if err != nil || d == 0 {
-			return l, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive duration (e.g. 90s, 5m or 90)", HeaderDeadline, v))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive duration (e.g. 90s, 5m or 90)", HeaderDeadline, v))
 		}
+		asked.Deadline = config.Duration(d)
 		if l.Deadline == 0 || config.Duration(d) < l.Deadline {
 			l.Deadline = config.Duration(d)
 		}
@@ -133,13 +163,41 @@ func requestLimits(r *http.Request, base config.Limits) (config.Limits, *failure
 	if v := r.Header.Get(HeaderMaxCostUSD); v != "" {
 		c, err := budget.ParseUSD(v)
 		if err != nil || c <= 0 {
-			return l, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount", HeaderMaxCostUSD, v))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount", HeaderMaxCostUSD, v))
 		}
+		asked.MaxCostUSD = config.USD(c)
 		if l.MaxCostUSD == 0 || config.USD(c) < l.MaxCostUSD {
 			l.MaxCostUSD = config.USD(c)
 		}
 	}
-	return l, nil
+	return l, asked, nil
+}
+
+// limitsOverridden returns the X-Belay-Limits-Overridden value for the
+// limits asked (a zero field was not asked) against those that apply: each
+// asked limit that differs, with the value that applies; "" when there is
+// none.
+func limitsOverridden(asked, apply config.Limits) string {
+	var b strings.Builder
+	add := func(name string, set bool, value string) {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		if !set {
+			value = "none"
+		}
+		b.WriteString(name + "=" + value)
+	}
+	if asked.MaxTurns != 0 && asked.MaxTurns != apply.MaxTurns {
+		add("max-turns", apply.MaxTurns != 0, strconv.Itoa(apply.MaxTurns))
+	}
+	if asked.Deadline != 0 && asked.Deadline != apply.Deadline {
+		add("deadline", apply.Deadline != 0, strconv.FormatFloat(apply.Deadline.D().Seconds(), 'f', -1, 64))
+	}
+	if asked.MaxCostUSD != 0 && asked.MaxCostUSD != apply.MaxCostUSD {
+		add("max-cost-usd", apply.MaxCostUSD != 0, apply.MaxCostUSD.V().Decimal())
+	}
+	return b.String()
 }
 
 // refusal is a failure belay decides itself.

@@ -26,7 +26,9 @@ const DefaultReserveOutputTokens = 4096
 // A run is started on its first request (with the tenant and the
 // request's effective limits, which later requests of the run cannot
 // change) and resumed on the next ones. A run id that belongs to another
-// tenant is refused with permission_denied.
+// tenant is refused with permission_denied. A refusal by the run itself
+// (its limits, a kill, its end) carries the run's limits, for
+// X-Belay-Limits-Overridden.
 func RunTurns(m *run.Manager, pricing *budget.Pricing) Turns {
 	if pricing == nil {
 		pricing = budget.DefaultPricing()
@@ -116,12 +118,25 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
 		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
 		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out)})
+	if fe := failure.As(err); fe != nil {
+		return nil, &runRefusal{fe: fe, limits: configLimits(r.Limits())}
+	}
 	if err != nil {
 		return nil, err
 	}
 	deadline, _ := r.Deadline()
-	return &runTurn{t: t, adm: adm, deadline: deadline}, nil
+	return &runTurn{t: t, r: r, adm: adm, deadline: deadline}, nil
 }
+
+// runRefusal is a refusal by an existing run (its limits, a kill, its
+// end), with the run's limits. It unwraps to the *failure.Error.
+type runRefusal struct {
+	fe     *failure.Error
+	limits config.Limits
+}
+
+func (e *runRefusal) Error() string { return e.fe.Error() }
+func (e *runRefusal) Unwrap() error { return e.fe }
 
 // reserve returns the amount to reserve for a call that may be served by
 // any deployment of chain: the largest list-price estimate
@@ -141,12 +156,14 @@ func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64) budge
 
 type runTurn struct {
 	t        *runTurns
+	r        *run.Run
 	adm      *run.Admitted
 	deadline time.Time
 }
 
 func (t *runTurn) Context() context.Context { return t.adm.Context() }
 func (t *runTurn) Deadline() time.Time      { return t.deadline }
+func (t *runTurn) Limits() config.Limits    { return configLimits(t.r.Limits()) }
 
 func (t *runTurn) Quote(o Outcome) (budget.USD, bool) {
 	if failOnly(o) {
@@ -212,4 +229,8 @@ func budgetUsage(u dialect.Usage) budget.Usage {
 
 func storeLimits(l config.Limits) store.Limits {
 	return store.Limits{MaxTurns: l.MaxTurns, Deadline: l.Deadline.D(), MaxTokens: l.MaxTokens, MaxCost: l.MaxCostUSD.V()}
+}
+
+func configLimits(l store.Limits) config.Limits {
+	return config.Limits{MaxTurns: l.MaxTurns, Deadline: config.Duration(l.Deadline), MaxTokens: l.MaxTokens, MaxCostUSD: config.USD(l.MaxCost)}
 }

@@ -61,6 +61,10 @@ type Turn interface {
 	Context() context.Context
 	// Deadline is when the run must end; zero when it has no deadline.
 	Deadline() time.Time
+	// Limits are the run's limits, fixed by its first request: the
+	// Admission's Limits for a run this call started, the run's own for a
+	// later call (whatever that call's X-Belay-* headers asked).
+	Limits() config.Limits
 	// Quote returns the cost Settle(ctx, o) will charge, without charging
 	// it, and whether Settle may wait until the client has its answer
 	// (later false: the charge must land first, so that the client's next

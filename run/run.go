@@ -231,6 +231,13 @@ func (r *Run) Context() context.Context { return r.ctx }
 // deadline (Limits.Deadline counted from the start).
 func (r *Run) Deadline() (time.Time, bool) { return r.deadline, !r.deadline.IsZero() }
 
+// Limits returns the run's limits, fixed when it starts (Spec.Limits).
+func (r *Run) Limits() store.Limits {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec.Limits
+}
+
 // Record returns a copy of the run's current record and counters.
 func (r *Run) Record() store.Run {
 	r.mu.Lock()
