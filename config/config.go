@@ -4,26 +4,25 @@
 // approval, redaction, capture, pricing overrides, OTLP export, the admin
 // key, the built-in simulator and the gateway's timeouts.
 //
-// Load reads a file strictly (an unknown key is an error naming the file,
-// line and field), resolves "env:NAME" secrets, applies defaults and
-// validates everything once, with errors that name the field and the allowed
-// values. Default returns the configuration used when there is no file: the
-// built-in simulator as upstream and the embedded SQLite store, so
-// `belay serve` answers on a fresh machine.
+// Load reads a file strictly, resolves "env:NAME" secrets, applies
+// defaults and validates everything once. A mistake is an *Error that
+// names the file, the line and the key path
+// (models[0].deployments[1].timeout), what was found and what is wanted
+// (a duration such as 30s, a list of models; for an unknown key, the keys
+// allowed there). Default returns the configuration used when there is no
+// file: the built-in simulator as upstream and the embedded SQLite store,
+// so `belay serve` answers on a fresh machine.
 //
 // A *Config is plain data; after Load it is not modified by belay and may be
 // read from several goroutines.
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-
-	"go.yaml.in/yaml/v3"
+	"reflect"
 )
 
 // Defaults applied to zero fields by Load and Default.
@@ -295,46 +294,64 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes YAML data (name is the file name used in errors), resolves
-// env: secrets with lookup, applies defaults and validates. Unknown keys are
-// errors ("config belay.yaml: line 3: field listn not found ..."); an empty
-// document is the default configuration.
+// env: secrets with lookup, applies defaults and validates; an empty
+// document is the default configuration. Every mistake is an *Error naming
+// the file, the line and the key path, what was found and what is wanted:
+//
+//	config belay.yaml: line 3: listn: unknown key (did you mean listen?); want one of listen, store, …
+//	config belay.yaml: line 2: models: found "smart"; want a list of models, each a mapping with keys alias, deployments
+//	config belay.yaml: line 7: limits.deadline: "soon" is not a duration; want one such as 500ms, 30s or 5m, or a number of seconds
 func Parse(data []byte, name string, lookup func(string) (string, bool)) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	c, err := parse(data, lookup)
+	if err != nil {
+		if e, ok := errors.AsType[*Error](err); ok {
+			e.File = name
+			return nil, err
+		}
 		return nil, fmt.Errorf("config %s: %w", name, err)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config %s: more than one YAML document", name)
-	}
 	c.Path = name
-	if !hasTopKey(data, "limits") {
+	return c, nil
+}
+
+func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	root, err := readDocument(data)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	chk := checker{lines: map[string]int{}}
+	if root != nil {
+		if err := chk.check(root, reflect.TypeFor[Config](), ""); err != nil {
+			return nil, err
+		}
+		if err := root.Decode(&c); err != nil {
+			return nil, err // not reached: check refuses what Decode would
+		}
+	}
+	if _, ok := chk.lines["limits"]; !ok {
 		// No limits section: the defaults, not unbounded runs (a config
 		// written to set models or a port kept no limit at all before; a
 		// newcomer found it). limits: {} sets none.
 		c.Limits = DefaultLimits()
 	}
 	if err := c.resolve(lookup); err != nil {
-		return nil, fmt.Errorf("config %s: %w", name, err)
+		return nil, chk.locate(err)
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", name, err)
+		return nil, chk.locate(err)
 	}
 	return &c, nil
 }
 
-// hasTopKey reports whether the YAML document data (already decoded once
-// without error) has key at its top level.
-func hasTopKey(data []byte, key string) bool {
-	var top map[string]yaml.Node
-	if err := yaml.Unmarshal(data, &top); err != nil {
-		return false
+// locate gives an *Error found after decoding the line of its path (or of
+// the nearest ancestor the file has: the item of a missing key).
+func (c *checker) locate(err error) error {
+	if e, ok := errors.AsType[*Error](err); ok && e.Line == 0 {
+		e.Line = c.line(e.Path)
 	}
-	_, ok := top[key]
-	return ok
+	return err
 }
 
 func (c *Config) resolve(lookup func(string) (string, bool)) error {

@@ -1,9 +1,9 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -83,28 +83,89 @@ func TestParseFull(t *testing.T) {
 	}
 }
 
+// TestParseErrors: every mistake in a file names the file, the line, the
+// key path, what was found and what is wanted, never a Go type (newcomer
+// finding: "cannot unmarshal !!str `smart` into []config.Model", "field
+// timeout not found in type config.Deployment").
 func TestParseErrors(t *testing.T) {
 	e := env(map[string]string{"K": "v"})
+	top := "listen, store, admin_key, models, retry, breaker, limits, tenants, tools, redact, capture, pricing, otlp, sim, timeouts, max_body_bytes, max_upstream_body_bytes"
+	sim := "{provider: openai, model: m, base_url: 'sim://'}"
 	cases := []struct{ name, yaml, want string }{
-		{"unknown key", "listen: 127.0.0.1:1\nlistn: x\n", "belay.yaml: yaml: unmarshal errors:\n  line 2: field listn not found"},
-		{"unknown nested key", "models:\n  - alias: a\n    deploymentz: []\n", "line 3: field deploymentz not found"},
-		{"missing env", "models:\n  - alias: a\n    deployments: [{provider: openai, model: m, api_key: env:NOPE_KEY}]\n", "models[0].deployments[0].api_key: environment variable NOPE_KEY is not set"},
-		{"bad provider", "models:\n  - alias: a\n    deployments: [{provider: azure, model: m, api_key: x}]\n", `models[0].deployments[0].provider: "azure" is not a provider; want openai or anthropic`},
-		{"missing api key", "models:\n  - alias: a\n    deployments: [{provider: openai, model: m}]\n", "models[0].deployments[0].api_key: is required"},
-		{"dup alias", "models:\n  - {alias: a, deployments: [{provider: openai, model: m, base_url: 'sim://'}]}\n  - {alias: a, deployments: [{provider: openai, model: m, base_url: 'sim://'}]}\n", `models[1].alias: "a" is defined twice`},
-		{"capture", "capture: some\n", `capture: "some" is not allowed; want off, redacted or full`},
-		{"jitter", "retry: {jitter: wild}\n", `retry.jitter: "wild" is not allowed`},
-		{"retry cap", "retry: {base: 2s, cap: 1s}\n", "retry.cap (1s) is below base (2s)"},
-		{"period", "tenants: [{name: a, key: k, budget: {period: week}}]\n", `tenants[0].budget.period: "week" is not allowed; want day or month`},
-		{"alert", "tenants: [{name: a, key: k, budget: {alert_at: [1.5]}}]\n", "tenants[0].budget.alert_at[0]: 1.5 is outside (0, 1]"},
-		{"tenant key", "tenants: [{name: a}]\n", "tenants[0].key: is required"},
-		{"same key", "tenants: [{name: a, key: env:K}, {name: b, key: v}]\n", `tenants[1].key: tenants "a" and "b" have the same key`},
-		{"duration", "limits: {deadline: soon}\n", `line 1: "soon" is not a duration`},
-		{"money", "limits: {max_cost_usd: 1.0000000000001}\n", "more than 12 decimals"},
-		{"store", "store: mysql://x\n", `store: scheme "mysql" is not supported`},
-		{"listen", "listen: nowhere\n", `listen: "nowhere" is not host:port`},
-		{"sim profile", "sim: {profile: tornado}\n", `sim.profile: "tornado" is not a profile; want one of`},
-		{"two docs", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
+		// Unknown keys: the allowed keys at that level, and the likely one.
+		{"unknown key", "listen: 127.0.0.1:1\nlistn: x\n",
+			"line 2: listn: unknown key (did you mean listen?); want one of " + top},
+		{"unknown key, case", "Store: memory://\n",
+			"line 1: Store: unknown key (did you mean store?); want one of " + top},
+		{"unknown nested key", "models:\n  - alias: a\n    deploymentz: []\n",
+			"line 3: models[0].deploymentz: unknown key (did you mean deployments?); want one of alias, deployments"},
+		{"unknown deployment key", "models:\n  - alias: a\n    deployments:\n      - " + sim + "\n      - {provider: openai, model: m, timeout: 30s}\n",
+			"line 5: models[0].deployments[1].timeout: unknown key; want one of name, provider, model, base_url, api_key"},
+		{"unknown retry key", "retry:\n  max_atempts: 3\n",
+			"line 2: retry.max_atempts: unknown key (did you mean max_attempts?); want one of max_attempts, base, cap, max_retry_after, jitter, budget_ratio, chain_max_attempts"},
+		{"unknown key far from all", "timeouts: {upstream: 3s}\n",
+			"line 1: timeouts.upstream: unknown key; want one of connect, first_byte, first_token, idle, header_read, body_read, client_idle"},
+		{"key twice", "retry:\n  cap: 4s\n  cap: 8s\n", "line 3: retry.cap: given twice (first on line 2)"},
+		{"price twice", "pricing:\n  gpt-4o: {input: 1}\n  gpt-4o: {input: 2}\n", "line 3: pricing.gpt-4o: given twice (first on line 2)"},
+
+		// Wrong shapes and types, in the file's words.
+		{"models a string", "models: smart\n",
+			`line 1: models: found "smart"; want a list of models, each a mapping with keys alias, deployments`},
+		{"models a mapping", "models:\n  smart:\n    deployments: []\n",
+			"line 2: models: found a mapping; want a list of models, each a mapping with keys alias, deployments"},
+		{"tenant a string", "tenants:\n  - acme\n", `line 2: tenants[0]: found "acme"; want a mapping with keys name, key, budget, limits`},
+		{"retry a number", "retry: 3\n",
+			"line 1: retry: found 3; want a mapping with keys max_attempts, base, cap, max_retry_after, jitter, budget_ratio, chain_max_attempts"},
+		{"whole number", "retry: {max_attempts: three}\n", `line 1: retry.max_attempts: found "three"; want a whole number`},
+		{"fraction for a whole number", "limits: {max_turns: 1.5}\n", "line 1: limits.max_turns: found 1.5; want a whole number"},
+		{"too large", "limits: {max_turns: 99999999999999999999}\n", "line 1: limits.max_turns: 99999999999999999999 is out of range; want a whole number"},
+		{"number", "breaker: {failure_rate: high}\n", `line 1: breaker.failure_rate: found "high"; want a number`},
+		{"bytes", "max_body_bytes: 1MB\n", `line 1: max_body_bytes: found "1MB"; want a whole number`},
+		{"string", "listen: [a, b]\n", "line 1: listen: found a list; want a string"},
+		{"list of strings", "redact: email\n", `line 1: redact: found "email"; want a list of strings`},
+		{"list of numbers", "tenants:\n  - name: a\n    key: k\n    budget: {alert_at: high}\n",
+			`line 4: tenants[0].budget.alert_at: found "high"; want a list of numbers`},
+		{"pricing a list", "pricing: [gpt-4o]\n",
+			"line 1: pricing: found a list; want a mapping from names to prices, each a mapping with keys input, output, cached_input, cache_write"},
+		{"price a number", "pricing: {gpt-4o: 3}\n", "line 1: pricing.gpt-4o: found 3; want a mapping with keys input, output, cached_input, cache_write"},
+		{"secret a list", "models:\n  - alias: a\n    deployments: [{provider: openai, model: m, api_key: [x]}]\n",
+			"line 3: models[0].deployments[0].api_key: found a list; want a string (a literal or env:NAME)"},
+		{"document a list", "- listen: x\n", "line 1: found a list; want a mapping with keys " + top},
+
+		// Durations and dollar amounts.
+		{"duration", "limits: {deadline: soon}\n", `line 1: limits.deadline: "soon" is not a duration; want one such as 500ms, 30s or 5m, or a number of seconds`},
+		{"duration a mapping", "timeouts:\n  idle: {seconds: 5}\n", "line 2: timeouts.idle: found a mapping; want a duration such as 500ms, 30s or 5m, or a number of seconds"},
+		{"negative duration", "retry: {cap: -1s}\n", `line 1: retry.cap: "-1s" is negative; want a duration of 0 or more`},
+		{"money", "limits: {max_cost_usd: 1.0000000000001}\n", `line 1: limits.max_cost_usd: "1.0000000000001" has more than 12 decimals; want a dollar amount such as 1.50`},
+		{"not money", "pricing:\n  gpt-4.1: {input: cheap}\n", `line 2: pricing["gpt-4.1"].input: "cheap" is not a dollar amount; want one such as 1.50`},
+		{"negative money", "tenants: [{name: a, key: k, budget: {usd: -5}}]\n", "line 1: tenants[0].budget.usd: -5 is negative; want a dollar amount of 0 or more"},
+
+		// Bad values (Validate), now with their line.
+		{"missing env", "models:\n  - alias: a\n    deployments: [{provider: openai, model: m, api_key: env:NOPE_KEY}]\n",
+			"line 3: models[0].deployments[0].api_key: environment variable NOPE_KEY is not set"},
+		{"bad provider", "models:\n  - alias: a\n    deployments:\n      - {provider: azure, model: m, api_key: x}\n",
+			`line 4: models[0].deployments[0].provider: "azure" is not a provider; want openai or anthropic`},
+		{"missing api key", "models:\n  - alias: a\n    deployments:\n      - provider: openai\n        model: m\n",
+			"line 4: models[0].deployments[0].api_key: is required (a literal or env:NAME)"},
+		{"missing alias", "models:\n  - deployments: [" + sim + "]\n", "line 2: models[0].alias: is required"},
+		{"dup alias", "models:\n  - {alias: a, deployments: [" + sim + "]}\n  - {alias: a, deployments: [" + sim + "]}\n",
+			`line 3: models[1].alias: "a" is defined twice`},
+		{"capture", "capture: some\n", `line 1: capture: "some" is not allowed; want off, redacted or full`},
+		{"jitter", "retry: {jitter: wild}\n", `line 1: retry.jitter: "wild" is not allowed; want full, equal or none`},
+		{"retry cap", "retry:\n  base: 2s\n  cap: 1s\n", "line 3: retry.cap: 1s is below base (2s)"},
+		{"retry budget", "retry: {budget_ratio: 3}\n", "line 1: retry.budget_ratio: 3 is outside [0, 1]; want a share such as 0.2 (0 means default 0.2)"},
+		{"period", "tenants: [{name: a, key: k, budget: {period: week}}]\n", `line 1: tenants[0].budget.period: "week" is not allowed; want day or month`},
+		{"alert", "tenants: [{name: a, key: k, budget: {alert_at: [1.5]}}]\n", "line 1: tenants[0].budget.alert_at[0]: 1.5 is outside (0, 1]; want a fraction such as 0.8"},
+		{"tenant key", "tenants:\n  - name: a\n", "line 2: tenants[0].key: is required (a literal or env:NAME)"},
+		{"same key", "tenants:\n  - {name: a, key: env:K}\n  - {name: b, key: v}\n", `line 3: tenants[1].key: tenants "a" and "b" have the same key`},
+		{"store", "store: mysql://x\n", `line 1: store: scheme "mysql" is not supported; want sqlite, postgres or memory`},
+		{"listen", "listen: nowhere\n", `line 1: listen: "nowhere" is not host:port`},
+		{"sim profile", "sim: {profile: tornado}\n", `line 1: sim.profile: "tornado" is not a profile; want one of bad_key, down, flaky, hang, no_quota, none, rate_limited, slow, storm, unreachable`},
+
+		// The file as YAML.
+		{"two docs", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "line 2: a second YAML document starts here; want one document"},
+		{"syntax", "listen: x\n  store: y\n", "line 2: invalid YAML: mapping values are not allowed in this context"},
+		{"unknown anchor", "listen: *addr\n", "invalid YAML: unknown anchor 'addr' referenced"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,10 +173,52 @@ func TestParseErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error; want %q", tc.want)
 			}
-			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "config belay.yaml: ") {
-				t.Errorf("error %q\nwant it to contain %q", err, tc.want)
+			if got, want := err.Error(), "config belay.yaml: "+tc.want; got != want {
+				t.Errorf("error\n%s\nwant\n%s", got, want)
+			}
+			if _, ok := errors.AsType[*Error](err); !ok {
+				t.Errorf("error %T is not an *Error", err)
 			}
 		})
+	}
+}
+
+func TestErrorFields(t *testing.T) {
+	_, err := Parse([]byte("models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, timeout: 30s}\n"), "belay.yaml", env(nil))
+	e, ok := errors.AsType[*Error](err)
+	if !ok || *e != (Error{File: "belay.yaml", Line: 4, Path: "models[0].deployments[0].timeout", Msg: "unknown key; want one of name, provider, model, base_url, api_key"}) {
+		t.Errorf("error %#v", err)
+	}
+	// Validate on a Config built in code: the path, no file or line.
+	c := Default()
+	c.Models[1].Deployments[0].Provider = "azure"
+	if err := c.Validate(); err == nil || err.Error() != `models[1].deployments[0].provider: "azure" is not a provider; want openai or anthropic` {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+// Anchors, aliases and merge keys are checked where they are used.
+func TestParseAnchors(t *testing.T) {
+	y := `
+models:
+  - alias: a
+    deployments:
+      - &oa {provider: openai, model: m, base_url: "sim://"}
+      - {<<: *oa, name: second}
+  - alias: b
+    deployments: [*oa]
+`
+	c, err := Parse([]byte(y), "belay.yaml", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Models[0].Deployments[1]; d.Name != "second" || d.Model != "m" || !d.IsSim() {
+		t.Errorf("merged deployment %+v", d)
+	}
+	bad := y + "  - alias: c\n    deployments:\n      - {<<: *oa, tmeout: 1}\n"
+	_, err = Parse([]byte(bad), "belay.yaml", env(nil))
+	if want := "config belay.yaml: line 11: models[2].deployments[0].tmeout: unknown key; want one of name, provider, model, base_url, api_key"; err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant %s", err, want)
 	}
 }
 

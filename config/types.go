@@ -20,14 +20,15 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // String returns the Go spelling of d ("5m0s").
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// UnmarshalYAML reads a Go duration or a number of seconds.
+// UnmarshalYAML reads a Go duration or a number of seconds. Its errors
+// are *Error at the node's line.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 500ms, 30s or 5m", n.Line)
+		return &Error{Line: n.Line, Msg: "found " + found(n) + "; want " + durationWant}
 	}
 	v, err := ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return &Error{Line: n.Line, Msg: err.Error()}
 	}
 	*d = Duration(v)
 	return nil
@@ -44,14 +45,14 @@ func ParseDuration(s string) (time.Duration, error) {
 	var d time.Duration
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		if f > float64(1<<62)/float64(time.Second) {
-			return 0, fmt.Errorf("duration %q is too long", s)
+			return 0, fmt.Errorf("%q is too long for a duration", s)
 		}
 		d = time.Duration(f * float64(time.Second))
 	} else if d, err = time.ParseDuration(s); err != nil {
-		return 0, fmt.Errorf("%q is not a duration; want a Go duration such as 500ms, 30s or 5m, or a number of seconds", s)
+		return 0, fmt.Errorf("%q is not a duration; want one such as 500ms, 30s or 5m, or a number of seconds", s)
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("duration %q is negative", s)
+		return 0, fmt.Errorf("%q is negative; want a duration of 0 or more", s)
 	}
 	return d, nil
 }
@@ -64,17 +65,24 @@ type USD budget.USD
 // V returns the amount as a budget.USD.
 func (u USD) V() budget.USD { return budget.USD(u) }
 
-// UnmarshalYAML parses the scalar's text exactly.
+// UnmarshalYAML parses the scalar's text exactly. Its errors are *Error at
+// the node's line.
 func (u *USD) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a dollar amount such as 1.50", n.Line)
+		return &Error{Line: n.Line, Msg: "found " + found(n) + "; want " + usdWant}
 	}
 	v, err := budget.ParseUSD(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		// budget's detail, without its package prefix: `"abc"`, or
+		// `"0.0000000000001" has more than 12 decimals`.
+		detail := strings.TrimPrefix(err.Error(), budget.ErrMoneyFormat.Error()+": ")
+		if detail == strconv.Quote(n.Value) {
+			return &Error{Line: n.Line, Msg: detail + " is not a dollar amount; want one such as 1.50"}
+		}
+		return &Error{Line: n.Line, Msg: detail + "; want " + usdWant}
 	}
 	if v < 0 {
-		return fmt.Errorf("line %d: dollar amount %s is negative", n.Line, n.Value)
+		return &Error{Line: n.Line, Msg: n.Value + " is negative; want a dollar amount of 0 or more"}
 	}
 	*u = USD(v)
 	return nil
@@ -98,10 +106,11 @@ type Secret struct {
 // Literal returns a Secret whose value is s.
 func Literal(s string) Secret { return Secret{Ref: s, Value: s} }
 
-// UnmarshalYAML keeps the reference; Load resolves it.
+// UnmarshalYAML keeps the reference; Load resolves it. Its error is an
+// *Error at the node's line.
 func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a string (a literal or env:NAME)", n.Line)
+		return &Error{Line: n.Line, Msg: "found " + found(n) + "; want " + secretWant}
 	}
 	s.Ref = n.Value
 	return nil
@@ -131,11 +140,11 @@ func (s *Secret) resolve(field string, lookup func(string) (string, bool)) error
 	}
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return fmt.Errorf("%s: %q names no environment variable; want env:NAME", field, s.Ref)
+		return bad(field, "%q names no environment variable; want env:NAME", s.Ref)
 	}
 	v, ok := lookup(name)
 	if !ok || v == "" {
-		return fmt.Errorf("%s: environment variable %s is not set", field, name)
+		return bad(field, "environment variable %s is not set", name)
 	}
 	s.Value = v
 	return nil

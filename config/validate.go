@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,13 +11,13 @@ import (
 	"github.com/belay-run/belay/sim"
 )
 
-// Validate reports the first invalid field, naming it and the allowed
-// values ("models[0].deployments[1].provider: \"azure\" is not a provider;
-// want openai or anthropic"). Load calls it; call it again after editing a
-// Config in code.
+// Validate reports the first invalid field as an *Error naming its key path
+// and the allowed values ("models[0].deployments[1].provider: \"azure\" is
+// not a provider; want openai or anthropic"). Load calls it (and adds the
+// file and line); call it again after editing a Config in code.
 func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen: %q is not host:port", c.Listen)
+		return bad("listen", "%q is not host:port", c.Listen)
 	}
 	if err := validStoreURL(c.Store); err != nil {
 		return err
@@ -40,33 +39,33 @@ func (c *Config) Validate() error {
 	}
 	for i, p := range c.Tools.Irreversible {
 		if _, err := path.Match(p, ""); err != nil || p == "" {
-			return fmt.Errorf("tools.irreversible[%d]: %q is not a glob pattern", i, p)
+			return bad(fmt.Sprintf("tools.irreversible[%d]", i), "%q is not a glob pattern", p)
 		}
 	}
 	switch c.Capture {
 	case CaptureOff, CaptureRedacted, CaptureFull:
 	default:
-		return fmt.Errorf("capture: %q is not allowed; want off, redacted or full", c.Capture)
+		return bad("capture", "%q is not allowed; want off, redacted or full", c.Capture)
 	}
 	for m, p := range c.Pricing {
 		if m == "" {
-			return errors.New("pricing: a model name is empty")
+			return bad("pricing", "a model name is empty")
 		}
 		_ = p // amounts are non-negative by construction (USD.UnmarshalYAML)
 	}
 	if c.OTLP.Endpoint != "" {
 		if u, err := url.Parse(c.OTLP.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("otlp.endpoint: %q is not an http(s) URL", c.OTLP.Endpoint)
+			return bad("otlp.endpoint", "%q is not an http(s) URL", c.OTLP.Endpoint)
 		}
 	}
 	if _, err := sim.ParseProfile(c.Sim.Profile); err != nil {
-		return fmt.Errorf("sim.profile: %q is not a profile; want one of %s", c.Sim.Profile, strings.Join(sim.ProfileNames(), ", "))
+		return bad("sim.profile", "%q is not a profile; want one of %s", c.Sim.Profile, strings.Join(sim.ProfileNames(), ", "))
 	}
 	if c.MaxBodyBytes < 0 {
-		return fmt.Errorf("max_body_bytes: %d is negative; want a byte count (default %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)
+		return bad("max_body_bytes", "%d is negative; want a byte count (default %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)
 	}
 	if c.MaxUpstreamBodyBytes < 0 {
-		return fmt.Errorf("max_upstream_body_bytes: %d is negative; want a byte count (default %d)", c.MaxUpstreamBodyBytes, DefaultMaxUpstreamBodyBytes)
+		return bad("max_upstream_body_bytes", "%d is negative; want a byte count (default %d)", c.MaxUpstreamBodyBytes, DefaultMaxUpstreamBodyBytes)
 	}
 	return nil
 }
@@ -74,13 +73,13 @@ func (c *Config) Validate() error {
 func validStoreURL(s string) error {
 	scheme, _, ok := strings.Cut(s, "://")
 	if !ok {
-		return fmt.Errorf("store: %q is not a store URL; want sqlite://PATH, postgres://... or memory://", s)
+		return bad("store", "%q is not a store URL; want sqlite://PATH, postgres://... or memory://", s)
 	}
 	switch scheme {
 	case "sqlite", "postgres", "postgresql", "memory":
 		return nil
 	}
-	return fmt.Errorf("store: scheme %q is not supported; want sqlite, postgres or memory", scheme)
+	return bad("store", "scheme %q is not supported; want sqlite, postgres or memory", scheme)
 }
 
 func (c *Config) validateModels() error {
@@ -89,35 +88,35 @@ func (c *Config) validateModels() error {
 	for i, m := range c.Models {
 		f := fmt.Sprintf("models[%d]", i)
 		if m.Alias == "" {
-			return fmt.Errorf("%s.alias: is required", f)
+			return bad(f+".alias", "is required")
 		}
 		if aliases[m.Alias] {
-			return fmt.Errorf("%s.alias: %q is defined twice", f, m.Alias)
+			return bad(f+".alias", "%q is defined twice", m.Alias)
 		}
 		aliases[m.Alias] = true
 		if len(m.Deployments) == 0 {
-			return fmt.Errorf("%s.deployments: alias %q has no deployments", f, m.Alias)
+			return bad(f+".deployments", "alias %q has no deployments", m.Alias)
 		}
 		for j, d := range m.Deployments {
 			df := fmt.Sprintf("%s.deployments[%d]", f, j)
 			if d.Provider != ProviderOpenAI && d.Provider != ProviderAnthropic {
-				return fmt.Errorf("%s.provider: %q is not a provider; want openai or anthropic", df, d.Provider)
+				return bad(df+".provider", "%q is not a provider; want openai or anthropic", d.Provider)
 			}
 			if d.Model == "" {
-				return fmt.Errorf("%s.model: is required", df)
+				return bad(df+".model", "is required")
 			}
 			if names[d.Name] && !sameDeployment(c, d) {
-				return fmt.Errorf("%s.name: %q names two different deployments", df, d.Name)
+				return bad(df+".name", "%q names two different deployments", d.Name)
 			}
 			names[d.Name] = true
 			if d.IsSim() {
 				continue
 			}
 			if u, err := url.Parse(d.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("%s.base_url: %q is not an http(s) URL or %s", df, d.BaseURL, SimBaseURL)
+				return bad(df+".base_url", "%q is not an http(s) URL or %s", d.BaseURL, SimBaseURL)
 			}
 			if !d.APIKey.IsSet() {
-				return fmt.Errorf("%s.api_key: is required (a literal or env:NAME)", df)
+				return bad(df+".api_key", "is required (a literal or env:NAME)")
 			}
 		}
 	}
@@ -148,25 +147,38 @@ func (r Retry) Policy() (retry.Policy, error) {
 	case "none":
 		p.Jitter = retry.NoJitter
 	default:
-		return p, fmt.Errorf("retry.jitter: %q is not allowed; want full, equal or none", r.Jitter)
+		return p, bad("retry.jitter", "%q is not allowed; want full, equal or none", r.Jitter)
 	}
 	if err := p.Validate(); err != nil {
-		return p, fmt.Errorf("retry.%s", strings.TrimPrefix(err.Error(), "retry: "))
+		return p, retryError(err)
 	}
 	if err := (retry.BudgetSettings{Ratio: r.BudgetRatio}).Validate(); err != nil {
-		return p, fmt.Errorf("retry.%s", strings.TrimPrefix(err.Error(), "retry: "))
+		return p, retryError(err)
 	}
 	return p, nil
+}
+
+// retryError places an error of package retry, which names the config's
+// keys ("retry: cap (1s) is below base (2s)"), at its key: retry.cap,
+// "1s is below base (2s)".
+func retryError(err error) *Error {
+	msg := strings.TrimPrefix(err.Error(), "retry: ")
+	key, rest, _ := strings.Cut(msg, " (")
+	value, rest, ok := strings.Cut(rest, ")")
+	if !ok || strings.Contains(key, " ") {
+		return bad("retry", "%s", msg)
+	}
+	return bad("retry."+key, "%s%s", value, rest)
 }
 
 func (b Breaker) validate() error {
 	switch {
 	case b.ConsecutiveFailures < 0:
-		return fmt.Errorf("breaker.consecutive_failures: %d is negative; want 0 (default) or more", b.ConsecutiveFailures)
+		return bad("breaker.consecutive_failures", "%d is negative; want 0 (default) or more", b.ConsecutiveFailures)
 	case !(b.FailureRate >= 0 && b.FailureRate <= 1):
-		return fmt.Errorf("breaker.failure_rate: %v is outside [0, 1]", b.FailureRate)
+		return bad("breaker.failure_rate", "%v is outside [0, 1]", b.FailureRate)
 	case b.MinRequests < 0:
-		return fmt.Errorf("breaker.min_requests: %d is negative; want 0 (default) or more", b.MinRequests)
+		return bad("breaker.min_requests", "%d is negative; want 0 (default) or more", b.MinRequests)
 	}
 	return nil
 }
@@ -174,9 +186,9 @@ func (b Breaker) validate() error {
 func (l Limits) validate(f string) error {
 	switch {
 	case l.MaxTurns < 0:
-		return fmt.Errorf("%s.max_turns: %d is negative; want 0 (unlimited) or more", f, l.MaxTurns)
+		return bad(f+".max_turns", "%d is negative; want 0 (unlimited) or more", l.MaxTurns)
 	case l.MaxTokens < 0:
-		return fmt.Errorf("%s.max_tokens: %d is negative; want 0 (unlimited) or more", f, l.MaxTokens)
+		return bad(f+".max_tokens", "%d is negative; want 0 (unlimited) or more", l.MaxTokens)
 	}
 	return nil
 }
@@ -187,27 +199,27 @@ func (c *Config) validateTenants() error {
 	for i, t := range c.Tenants {
 		f := fmt.Sprintf("tenants[%d]", i)
 		if t.Name == "" {
-			return fmt.Errorf("%s.name: is required", f)
+			return bad(f+".name", "is required")
 		}
 		if names[t.Name] {
-			return fmt.Errorf("%s.name: %q is defined twice", f, t.Name)
+			return bad(f+".name", "%q is defined twice", t.Name)
 		}
 		names[t.Name] = true
 		if !t.Key.IsSet() {
-			return fmt.Errorf("%s.key: is required (a literal or env:NAME)", f)
+			return bad(f+".key", "is required (a literal or env:NAME)")
 		}
 		if other, dup := keys[t.Key.Value]; dup {
-			return fmt.Errorf("%s.key: tenants %q and %q have the same key", f, other, t.Name)
+			return bad(f+".key", "tenants %q and %q have the same key", other, t.Name)
 		}
 		keys[t.Key.Value] = t.Name
 		switch t.Budget.Period {
 		case PeriodDay, PeriodMonth:
 		default:
-			return fmt.Errorf("%s.budget.period: %q is not allowed; want day or month", f, t.Budget.Period)
+			return bad(f+".budget.period", "%q is not allowed; want day or month", t.Budget.Period)
 		}
 		for k, a := range t.Budget.AlertAt {
 			if !(a > 0 && a <= 1) {
-				return fmt.Errorf("%s.budget.alert_at[%d]: %v is outside (0, 1]; want a fraction such as 0.8", f, k, a)
+				return bad(fmt.Sprintf("%s.budget.alert_at[%d]", f, k), "%v is outside (0, 1]; want a fraction such as 0.8", a)
 			}
 		}
 		if err := t.Limits.validate(f + ".limits"); err != nil {

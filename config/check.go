@@ -1,0 +1,469 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Error is a mistake in a configuration and where it is: the file, the
+// line, and the key path in the YAML ("models[0].deployments[1].timeout";
+// list items by index, pricing entries as pricing["gpt-4.1"]). Parse and
+// Load return an *Error for every mistake in a file: invalid YAML, an
+// unknown key, a value of the wrong shape or type, a bad value, a missing
+// env: variable. Validate returns one without File and Line.
+//
+// It reads "config FILE: line N: PATH: MSG", without the parts that are
+// empty; Msg says what was found and what is wanted, in the words of the
+// file, never a Go type.
+type Error struct {
+	File string // the name given to Parse; empty from Validate
+	Line int    // 1-based line in File; 0 when unknown
+	Path string // the YAML key path; empty for the whole document
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString("config " + e.File + ": ")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// bad returns an *Error at path whose message is format's.
+func bad(path, format string, args ...any) *Error {
+	return &Error{Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// The checks below read the YAML node tree against the types it decodes
+// into, before it is decoded, so that no mistake reaches the user as the
+// YAML library's message (which names Go types: "cannot unmarshal !!str
+// into []config.Model", "field listn not found in type config.Config").
+
+// readDocument parses data as at most one YAML document; nil for an empty
+// one.
+func readDocument(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	switch err := dec.Decode(&root); {
+	case errors.Is(err, io.EOF):
+		return nil, nil
+	case err != nil:
+		return nil, syntaxError(err)
+	}
+	var more yaml.Node
+	switch err := dec.Decode(&more); {
+	case errors.Is(err, io.EOF):
+		return &root, nil
+	case err != nil:
+		return nil, syntaxError(err)
+	}
+	return nil, &Error{Line: more.Line, Msg: "a second YAML document starts here; want one document"}
+}
+
+var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError turns the YAML parser's error ("yaml: line 2: mapping values
+// are not allowed in this context") into an *Error at its line.
+func syntaxError(err error) *Error {
+	msg := err.Error()
+	e := &Error{}
+	if m := yamlErrLine.FindStringSubmatch(msg); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	}
+	e.Msg = "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
+	return e
+}
+
+// checker walks a YAML tree against the type it decodes into. It records
+// the line of every key path it passes, for errors found after decoding.
+type checker struct {
+	lines map[string]int
+}
+
+// check returns an *Error for the first key t does not have, key given
+// twice, or value of the wrong shape or type under n, which is at path.
+// Null leaves a value at its default, as the decoder does.
+func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
+	n = follow(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	if u, ok := reflect.New(t).Interface().(yaml.Unmarshaler); ok {
+		return at(u.UnmarshalYAML(n), n, path)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return wrongType(n, t, path)
+		}
+		return c.fields(n, t, path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return wrongType(n, t, path)
+		}
+		for i, item := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			c.mark(p, item.Line)
+			if err := c.check(item, t.Elem(), p); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return wrongType(n, t, path)
+		}
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := follow(n.Content[i]), n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				return &Error{Line: k.Line, Path: path, Msg: "found " + found(k) + " as a key; want a name"}
+			}
+			p := path + entry(k.Value)
+			if first, dup := seen[k.Value]; dup {
+				return twice(k, p, first)
+			}
+			seen[k.Value] = k.Line
+			c.mark(p, k.Line)
+			if err := c.check(v, t.Elem(), p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return scalar(n, t, path)
+}
+
+// fields checks mapping n against struct t. A merge key ("<<: *anchor")
+// brings in the keys of another mapping, which keys given here override.
+func (c *checker) fields(n *yaml.Node, t reflect.Type, path string) error {
+	keys, types := yamlKeys(t)
+	seen := map[string]int{}
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := follow(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return &Error{Line: k.Line, Path: path, Msg: "found " + found(k) + " as a key; want one of " + strings.Join(keys, ", ")}
+		}
+		if k.ShortTag() == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		p := join(path, k.Value)
+		ft, ok := types[k.Value]
+		if !ok {
+			return &Error{Line: k.Line, Path: p, Msg: unknownKey(k.Value, keys)}
+		}
+		if first, dup := seen[k.Value]; dup {
+			return twice(k, p, first)
+		}
+		seen[k.Value] = k.Line
+		c.mark(p, k.Line)
+		if err := c.check(v, ft, p); err != nil {
+			return err
+		}
+	}
+	for _, m := range merges {
+		m = follow(m)
+		from := []*yaml.Node{m}
+		if m.Kind == yaml.SequenceNode {
+			from = m.Content
+		}
+		for _, src := range from {
+			src = follow(src)
+			if src.Kind != yaml.MappingNode {
+				return &Error{Line: src.Line, Path: path, Msg: "a merge (<<) found " + found(src) + "; want a mapping or a list of mappings"}
+			}
+			if err := c.fields(src, t, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// scalar checks a plain value: any scalar for a string; a whole number in
+// range for an integer (the decoder would cut 1.5 to 1); a number for a
+// float.
+func scalar(n *yaml.Node, t reflect.Type, path string) error {
+	if n.Kind != yaml.ScalarNode {
+		return wrongType(n, t, path)
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		switch n.ShortTag() {
+		case "!!int":
+		case "!!float": // 1e3 is whole; 1.5 is not
+			if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
+				return wrongType(n, t, path)
+			}
+		default:
+			return wrongType(n, t, path)
+		}
+		if n.Decode(reflect.New(t).Interface()) != nil {
+			return &Error{Line: n.Line, Path: path, Msg: n.Value + " is out of range; want " + want(t)}
+		}
+		return nil
+	case reflect.Float32, reflect.Float64:
+		if tag := n.ShortTag(); tag != "!!int" && tag != "!!float" {
+			return wrongType(n, t, path)
+		}
+	}
+	if n.Decode(reflect.New(t).Interface()) != nil {
+		return wrongType(n, t, path)
+	}
+	return nil
+}
+
+// at places err, returned by a type's UnmarshalYAML for node n, at path.
+func at(err error, n *yaml.Node, path string) error {
+	if err == nil {
+		return nil
+	}
+	var e Error
+	if ue, ok := errors.AsType[*Error](err); ok {
+		e = *ue
+	} else {
+		e.Msg = err.Error()
+	}
+	if e.Line == 0 {
+		e.Line = n.Line
+	}
+	e.Path = path
+	return &e
+}
+
+func twice(k *yaml.Node, path string, first int) *Error {
+	return &Error{Line: k.Line, Path: path, Msg: fmt.Sprintf("given twice (first on line %d)", first)}
+}
+
+func wrongType(n *yaml.Node, t reflect.Type, path string) *Error {
+	return &Error{Line: n.Line, Path: path, Msg: "found " + found(n) + "; want " + want(t)}
+}
+
+// found names what a node holds: a mapping, a list, or its text (quoted
+// when YAML reads it as a string).
+func found(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	if n.ShortTag() == "!!str" {
+		return strconv.Quote(n.Value)
+	}
+	return n.Value
+}
+
+// Words for the values of the config's types, in messages.
+var (
+	nouns = map[reflect.Type]string{
+		reflect.TypeFor[Model]():      "models",
+		reflect.TypeFor[Deployment](): "deployments",
+		reflect.TypeFor[Tenant]():     "tenants",
+		reflect.TypeFor[Price]():      "prices",
+		reflect.TypeFor[string]():     "strings",
+		reflect.TypeFor[float64]():    "numbers",
+	}
+	wants = map[reflect.Type]string{
+		reflect.TypeFor[Duration](): durationWant,
+		reflect.TypeFor[USD]():      usdWant,
+		reflect.TypeFor[Secret]():   secretWant,
+	}
+)
+
+const (
+	durationWant = "a duration such as 500ms, 30s or 5m, or a number of seconds"
+	usdWant      = "a dollar amount such as 1.50"
+	secretWant   = "a string (a literal or env:NAME)"
+)
+
+// want says what a value of type t looks like in YAML.
+func want(t reflect.Type) string {
+	if w, ok := wants[t]; ok {
+		return w
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		keys, _ := yamlKeys(t)
+		return "a mapping with keys " + strings.Join(keys, ", ")
+	case reflect.Slice:
+		return "a list of " + plural(t.Elem())
+	case reflect.Map:
+		return "a mapping from names to " + plural(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return "a " + t.Kind().String()
+}
+
+// plural names several values of type t: "models, each a mapping with
+// keys alias, deployments".
+func plural(t reflect.Type) string {
+	noun, ok := nouns[t]
+	if !ok {
+		noun = "values"
+	}
+	if t.Kind() == reflect.Struct {
+		noun += ", each " + want(t)
+	}
+	return noun
+}
+
+// yamlKeys returns struct t's YAML keys in declaration order, and the type
+// each decodes into.
+func yamlKeys(t reflect.Type) ([]string, map[string]reflect.Type) {
+	var keys []string
+	types := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		keys = append(keys, name)
+		types[name] = f.Type
+	}
+	return keys, types
+}
+
+// unknownKey says that key is not one of keys, suggesting the closest when
+// it is a likely typo.
+func unknownKey(key string, keys []string) string {
+	msg := "unknown key"
+	if s := closest(key, keys); s != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return msg + "; want one of " + strings.Join(keys, ", ")
+}
+
+// closest returns the name in names nearest to s by edit distance, when it
+// is within a third of s's length (at least 1); else "".
+func closest(s string, names []string) string {
+	best, bestD := "", max(1, len(s)/3)+1
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(s), n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// follow skips a document node and follows aliases to the node they name.
+func follow(n *yaml.Node) *yaml.Node {
+	for {
+		switch {
+		case n.Kind == yaml.DocumentNode && len(n.Content) > 0:
+			n = n.Content[0]
+		case n.Kind == yaml.AliasNode && n.Alias != nil:
+			n = n.Alias
+		default:
+			return n
+		}
+	}
+}
+
+// join appends key to path with a dot.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_/-]+$`)
+
+// entry is the path step of map key k: .k, or ["k"] when k holds other
+// characters (a dot, as in gpt-4.1).
+func entry(k string) string {
+	if plainKey.MatchString(k) {
+		return "." + k
+	}
+	return "[" + strconv.Quote(k) + "]"
+}
+
+// mark records the line of path, unless it has one: keys given explicitly
+// are checked before the keys a merge brings in, and override them.
+func (c *checker) mark(path string, line int) {
+	if _, ok := c.lines[path]; !ok {
+		c.lines[path] = line
+	}
+}
+
+// line returns the line of path, or of its nearest ancestor recorded; 0
+// when there is none.
+func (c *checker) line(path string) int {
+	for {
+		if l, ok := c.lines[path]; ok {
+			return l
+		}
+		if path == "" {
+			return 0
+		}
+		path = parent(path)
+	}
+}
+
+// parent drops the last step of path: a .key or an [index].
+func parent(path string) string {
+	if strings.HasSuffix(path, "]") {
+		if i := strings.LastIndex(path, "["); i >= 0 {
+			return path[:i]
+		}
+	}
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
