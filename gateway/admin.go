@@ -23,14 +23,18 @@ import (
 //	GET    /admin/runs?tenant=&status=&limit=   runs, newest first
 //	GET    /admin/runs/{id}                     {"run": ..., "spans": [...]}
 //	GET    /admin/kills                         kill flags
-//	POST   /admin/kill      {"target","name","reason"}  set a kill flag
-//	DELETE /admin/kill?target=&name=            clear it
+//	POST   /admin/kill      {"target","name","reason","force"}  set a kill flag
+//	DELETE /admin/kill?target=&name=            clear it (any name)
 //	POST   /admin/tools/{name}/disable          kill flag on a tool
 //	POST   /admin/tools/{name}/enable           clear it
 //	GET    /admin/approvals?state=pending       approvals, oldest first
 //	POST   /admin/approvals/{id}/approve        {"by","note"}
 //	POST   /admin/approvals/{id}/deny           {"by","note"}
 //	GET    /admin/breakers                      breaker state per deployment
+//
+// A kill of a model or deployment must name one the config serves (a
+// model alias or provider model name; a deployment name): another name is
+// 404, listing the names served, unless the body has "force": true.
 //
 // Errors are {"error": "..."} with 400 (bad input), 401 (bad key), 403
 // (no admin key configured), 404, 409 (already decided) or 503 (no store).
@@ -192,13 +196,24 @@ func (s *Server) adminKills(w http.ResponseWriter, r *http.Request) error {
 var killTargets = map[store.KillTarget]bool{store.KillAll: true, store.KillRun: true, store.KillTenant: true,
 	store.KillTool: true, store.KillModel: true, store.KillDeployment: true}
 
+// adminKill sets a kill flag. A model or deployment flag must name one
+// this gateway's config serves (KillNames), else 404 listing them, unless
+// the body says "force": true: the flag is shared through the store, and a
+// gateway with another config, or a Go agent, may serve the name.
 func (s *Server) adminKill(w http.ResponseWriter, r *http.Request) error {
-	var k store.Kill
-	if err := decodeJSON(r, &k); err != nil {
+	var in struct {
+		store.Kill
+		Force bool `json:"force"`
+	}
+	if err := decodeJSON(r, &in); err != nil {
 		return err
 	}
+	k := in.Kill
 	if err := checkKill(k.Target, k.Name); err != nil {
 		return err
+	}
+	if err := CheckKill(s.cfg, k.Target, k.Name); err != nil && !in.Force {
+		return &adminError{http.StatusNotFound, err.Error() + `; send "force": true to set the flag anyway (a gateway with another config, or a Go agent, sharing the store may serve it)`}
 	}
 	k.At, k.By = time.Now().UTC(), "admin"
 	if err := s.setKill(r.Context(), k); err != nil {

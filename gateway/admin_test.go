@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,5 +168,65 @@ func TestAdminErrorsInTheAdminShape(t *testing.T) {
 		if msg, _ := m["error"].(string); st != c.status || msg != c.want {
 			t.Errorf("%s %s: %d %v; want %d {\"error\": %q}", c.method, c.path, st, m, c.status, c.want)
 		}
+	}
+}
+
+// A kill of a model or deployment that this gateway's config does not
+// serve is refused with 404, listing the names it serves, and sets no
+// flag (newcomer finding: `belay kill model gtp-4o` set a flag that
+// matched nothing). "force" sets it anyway; unkill clears any name.
+func TestAdminKillUnservedName(t *testing.T) {
+	h := newHarness(t, harnessOpts{extra: "  - alias: big\n    deployments:\n      - {name: big-1, provider: openai, model: gpt-4o, base_url: \"sim://\"}\n"})
+	ctx := context.Background()
+	const force = `; send "force": true to set the flag anyway (a gateway with another config, or a Go agent, sharing the store may serve it)`
+	const models = "its models (aliases and provider model names) are gpt-4o-mini, claude-sonnet-4-5, mixed, big, gpt-4o"
+	const deployments = "its deployments are oa-1, oa-2, an-1, an-2, big-1"
+	for _, c := range []struct{ body, want string }{
+		{`{"target":"model","name":"gtp-4o"}`, `no model named "gtp-4o" in the config test.yaml: ` + models + force},
+		{`{"target":"model","name":"oa-1"}`, `no model named "oa-1" in the config test.yaml: ` + models + force},
+		{`{"target":"deployment","name":"oa-3","reason":"typo"}`, `no deployment named "oa-3" in the config test.yaml: ` + deployments + force},
+		{`{"target":"deployment","name":"gpt-4o"}`, `no deployment named "gpt-4o" in the config test.yaml: ` + deployments + force},
+		{`{"target":"model","name":"gtp-4o","force":false}`, `no model named "gtp-4o" in the config test.yaml: ` + models + force},
+	} {
+		st, m := h.admin("POST", "/admin/kill", c.body, "adm-key")
+		if st != http.StatusNotFound || m["error"] != c.want {
+			t.Errorf("%s: %d %q\nwant 404 %q", c.body, st, m["error"], c.want)
+		}
+	}
+	if kills, _ := h.store.ListKills(ctx); len(kills) != 0 {
+		t.Fatalf("refused kills set flags: %+v", kills)
+	}
+
+	// Every name a flag can match is accepted: an alias, a provider model
+	// name, a deployment.
+	for _, body := range []string{`{"target":"model","name":"mixed"}`, `{"target":"model","name":"gpt-4o"}`, `{"target":"deployment","name":"an-2"}`} {
+		if st, m := h.admin("POST", "/admin/kill", body, "adm-key"); st != 200 {
+			t.Errorf("%s: %d %v", body, st, m)
+		}
+	}
+	// The provider model name does match: alias big, served by gpt-4o only,
+	// is refused.
+	resp, body := h.post("/v1/chat/completions", `{"model":"big","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if resp.StatusCode != 403 || !strings.Contains(body, `"code":"killed"`) {
+		t.Errorf("call to big after kill model gpt-4o: %d %s; want 403 killed", resp.StatusCode, body)
+	}
+
+	// Forced: set although nothing here serves it.
+	st, m := h.admin("POST", "/admin/kill", `{"target":"model","name":"gtp-4o","reason":"served by gateway b","force":true}`, "adm-key")
+	if st != 200 || m["name"] != "gtp-4o" || m["reason"] != "served by gateway b" {
+		t.Errorf("forced kill: %d %v", st, m)
+	}
+	kills, _ := h.store.ListKills(ctx)
+	if len(kills) != 4 || !slices.ContainsFunc(kills, func(k store.Kill) bool { return k.Target == store.KillModel && k.Name == "gtp-4o" }) {
+		t.Errorf("kills after a forced kill = %+v; want 4 with model gtp-4o", kills)
+	}
+	// Unkill takes any name: the stale flag, and one never set.
+	for _, q := range []string{"target=model&name=gtp-4o", "target=deployment&name=never-set"} {
+		if st, m := h.admin("DELETE", "/admin/kill?"+q, "", "adm-key"); st != 200 {
+			t.Errorf("unkill %s: %d %v", q, st, m)
+		}
+	}
+	if kills, _ := h.store.ListKills(ctx); len(kills) != 3 || slices.ContainsFunc(kills, func(k store.Kill) bool { return k.Name == "gtp-4o" }) {
+		t.Errorf("kills after unkill = %+v; want 3, without gtp-4o", kills)
 	}
 }

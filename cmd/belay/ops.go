@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/open"
 )
@@ -313,12 +315,25 @@ func killArgs(args []string) (store.KillTarget, string, error) {
 }
 
 func killCmd() *cobra.Command {
-	var reason, by string
+	var reason, by, file string
+	var force bool
 	c := &cobra.Command{
 		Use:   "kill [run|tenant|tool|model|deployment NAME | all]",
 		Short: "Set a kill flag: running gateways stop the matching runs and refuse new work; no arguments lists the flags",
-		Args:  cobra.MaximumNArgs(2),
+		Long: `kill sets a kill flag in the store; gateways sharing the store pick it up (they poll for flags,
+or PostgreSQL notifies them).
+
+A model or deployment flag must name one the gateway's config serves: a model alias or a provider
+model name (model), a deployment name (deployment). The names are read from --config FILE (its env:
+secrets are not needed), or, without it, from the default config of belay serve; another name is
+refused, listing those served, unless --force is given (a gateway with another config, or a Go
+agent, sharing the store may serve it). With --config and no --store, the store is the config's.`,
+		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := killConfig(cmd, file)
+			if err != nil {
+				return err
+			}
 			if len(args) == 0 {
 				return withStore(cmd, func(ctx context.Context, st store.Store) error {
 					return listKills(ctx, st, cmd.OutOrStdout())
@@ -327,6 +342,13 @@ func killCmd() *cobra.Command {
 			target, name, err := killArgs(args)
 			if err != nil {
 				return badInput(err)
+			}
+			if err := gateway.CheckKill(cfg, target, name); err != nil && !force {
+				hint := "pass --force"
+				if file == "" {
+					hint = "pass the gateway's config (--config FILE), or --force"
+				}
+				return badInput(fmt.Errorf("%w; %s to set the flag anyway (a gateway with another config, or a Go agent, sharing the store may serve it)", err, hint))
 			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
 				k := store.Kill{Target: target, Name: name, Reason: reason, By: by, At: time.Now()}
@@ -340,18 +362,24 @@ func killCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&reason, "reason", "", "why (recorded with the flag and in the runs it stops)")
 	c.Flags().StringVar(&by, "by", currentUser(), "who sets the flag")
+	c.Flags().StringVar(&file, "config", "", "the gateway's YAML config: the models and deployments a flag may name, and the store (default: those of belay serve without one)")
+	c.Flags().BoolVar(&force, "force", false, "set a model or deployment flag on a name the config does not serve")
 	return c
 }
 
 func unkillCmd() *cobra.Command {
-	return &cobra.Command{
+	var file string
+	c := &cobra.Command{
 		Use:   "unkill run|tenant|tool|model|deployment NAME | all",
-		Short: "Clear a kill flag (clearing an absent flag does nothing)",
+		Short: "Clear a kill flag, whatever its name (clearing an absent flag does nothing)",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, name, err := killArgs(args)
 			if err != nil {
 				return badInput(err)
+			}
+			if _, err := killConfig(cmd, file); err != nil {
+				return err
 			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
 				if err := st.ClearKill(ctx, target, name); err != nil {
@@ -362,7 +390,39 @@ func unkillCmd() *cobra.Command {
 			})
 		},
 	}
+	c.Flags().StringVar(&file, "config", "", "the gateway's YAML config, for its store when --store is not given")
+	return c
 }
+
+// killConfig returns the config a kill is checked against: the one file
+// names, or the default config (that of belay serve without one). The
+// file's env: secrets are not looked up (a kill needs names, not
+// credentials). Unless --store is given, the store becomes the file's, as
+// for belay serve --config. A file that cannot be read or is invalid is
+// bad input (exit 2).
+func killConfig(cmd *cobra.Command, file string) (*config.Config, error) {
+	if file == "" {
+		return config.Default(), nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("config: %w", err))
+	}
+	cfg, err := config.Parse(data, file, unresolved)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if !cmd.Flags().Changed("store") {
+		if err := cmd.Flags().Set("store", cfg.Store); err != nil {
+			return nil, badInput(err)
+		}
+	}
+	return cfg, nil
+}
+
+// unresolved stands for the environment when a config is read for its
+// names: every env:NAME resolves to a stand-in, set and distinct per NAME.
+func unresolved(name string) (string, bool) { return "env:" + name, true }
 
 func killName(t store.KillTarget, name string) string {
 	if t == store.KillAll {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -89,11 +90,17 @@ func seed(t *testing.T) string {
 // belay runs the real root command with args and --store url.
 func belay(t *testing.T, url string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return belayArgs(t, append(args, "--store", url)...)
+}
+
+// belayArgs runs the real root command with args as they are.
+func belayArgs(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	root := newRoot()
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	root.SetArgs(append(args, "--store", url))
+	root.SetArgs(args)
 	err = root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
 }
@@ -346,6 +353,88 @@ func TestKill(t *testing.T) {
 		_, _, err = belay(t, url, args...)
 		wantCode(t, err, 2, "")
 	}
+}
+
+// A model or deployment flag must name one the gateway's config serves
+// (newcomer finding: `belay kill model gtp-4o` set a flag that matched
+// nothing, silently); --force sets it anyway; unkill clears any name.
+func TestKillChecksNames(t *testing.T) {
+	url := seed(t)
+	const force = " to set the flag anyway (a gateway with another config, or a Go agent, sharing the store may serve it)"
+
+	// Without --config: the default config of belay serve.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kill", "model", "gtp-4o-mini"}, `no model named "gtp-4o-mini" in the default config: ` +
+			"its models (aliases and provider model names) are gpt-4o-mini, claude-sonnet-4-5; pass the gateway's config (--config FILE), or --force" + force},
+		{[]string{"kill", "deployment", "openai/gpt-4o-mini#2"}, `no deployment named "openai/gpt-4o-mini#2" in the default config: ` +
+			"its deployments are openai/gpt-4o-mini#0, openai/gpt-4o-mini#1, anthropic/claude-sonnet-4-5#0, anthropic/claude-sonnet-4-5#1; pass the gateway's config (--config FILE), or --force" + force},
+	} {
+		_, _, err := belay(t, url, c.args...)
+		wantCode(t, err, 2, "")
+		if err.Error() != c.want {
+			t.Errorf("%v: %v\nwant %s", c.args, err, c.want)
+		}
+	}
+	if kills := listKillsIn(t, url); len(kills) != 0 {
+		t.Fatalf("refused kills set flags: %+v", kills)
+	}
+	_, _, err := belay(t, url, "kill", "model", "claude-sonnet-4-5")
+	wantCode(t, err, 0, "")
+
+	// With --config: its names, and its store when --store is not given.
+	// Its env: secrets need not be set.
+	file := filepath.Join(t.TempDir(), "belay.yaml")
+	y := "store: " + url + "\nmodels:\n  - alias: smart\n    deployments:\n" +
+		"      - {provider: openai, model: gpt-4o, api_key: env:BELAY_TEST_UNSET_KEY}\n" +
+		"      - {name: backup, provider: anthropic, model: claude-x, api_key: env:BELAY_TEST_UNSET_KEY}\n"
+	if err := os.WriteFile(file, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = belayArgs(t, "kill", "model", "gpt-4", "--config", file)
+	wantCode(t, err, 2, "")
+	if want := `no model named "gpt-4" in the config ` + file + ": its models (aliases and provider model names) are smart, gpt-4o, claude-x; pass --force" + force; err.Error() != want {
+		t.Errorf("kill model gpt-4: %v\nwant %s", err, want)
+	}
+	for _, args := range [][]string{
+		{"kill", "model", "smart"},
+		{"kill", "model", "gpt-4o"},
+		{"kill", "deployment", "backup"},
+		{"kill", "deployment", "openai/gpt-4o#0"},
+		{"kill", "model", "gpt-4", "--force", "--reason", "served by gateway b"},
+	} {
+		out, _, err := belayArgs(t, append(args, "--config", file)...)
+		wantCode(t, err, 0, "")
+		wantLines(t, out, "killed "+args[1]+" "+args[2])
+	}
+	kills := listKillsIn(t, url)
+	names := make([]string, 0, len(kills))
+	for _, k := range kills {
+		names = append(names, string(k.Target)+" "+k.Name)
+	}
+	slices.Sort(names)
+	if got, want := strings.Join(names, ", "), "deployment backup, deployment openai/gpt-4o#0, model claude-sonnet-4-5, model gpt-4, model gpt-4o, model smart"; got != want {
+		t.Errorf("flags %s\nwant %s", got, want)
+	}
+
+	// Unkill takes any name: the forced flag, and one never set.
+	_, _, err = belayArgs(t, "unkill", "model", "gpt-4", "--config", file)
+	wantCode(t, err, 0, "")
+	_, _, err = belay(t, url, "unkill", "deployment", "never-set")
+	wantCode(t, err, 0, "")
+	if kills := listKillsIn(t, url); len(kills) != 5 || slices.ContainsFunc(kills, func(k store.Kill) bool { return k.Name == "gpt-4" }) {
+		t.Errorf("after unkill: %+v", kills)
+	}
+
+	// A config that is not valid is bad input, with its error.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("modles: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = belay(t, url, "kill", "model", "smart", "--config", bad)
+	wantCode(t, err, 2, "config "+bad+": line 1: modles: unknown key (did you mean models?)")
 }
 
 func listKillsIn(t *testing.T, url string) []store.Kill {

@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/store"
+)
+
+// KillNames returns the names a kill flag on target t can match in a
+// gateway serving cfg, in config order without repeats:
+//
+//   - store.KillModel: the model aliases, then the provider model names of
+//     their deployments. A model flag refuses a call whose alias or first
+//     deployment's model it names (run.Step's Alias and Model), and the
+//     router passes over each deployment whose model it names.
+//   - store.KillDeployment: the deployment names (default
+//     "provider/model#index").
+//
+// Other targets' names (runs, tenants, tools) are not all in a config: nil.
+func KillNames(cfg *config.Config, t store.KillTarget) []string {
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	switch t {
+	case store.KillModel:
+		for _, m := range cfg.Models {
+			add(m.Alias)
+		}
+		for _, m := range cfg.Models {
+			for _, d := range m.Deployments {
+				add(d.Model)
+			}
+		}
+	case store.KillDeployment:
+		for _, m := range cfg.Models {
+			for _, d := range m.Deployments {
+				add(d.Name)
+			}
+		}
+	}
+	return names
+}
+
+// NotServedError is a kill flag on a model or deployment that nothing in
+// a config can match: most likely a typo. Kill flags live in the store,
+// which other gateways (with other configs) and Go agents may share, so a
+// caller may still set it on purpose (the admin API's "force", the CLI's
+// --force).
+type NotServedError struct {
+	Target store.KillTarget // store.KillModel or store.KillDeployment
+	Name   string
+	// Config is the file the config was read from (config.Config.Path);
+	// empty for the default config.
+	Config string
+	// Known are the names the config serves: KillNames(cfg, Target).
+	Known []string
+}
+
+// Error reads `no model named "gtp-4o" in the config belay.yaml: its
+// models (aliases and provider model names) are smart, gpt-4o`.
+func (e *NotServedError) Error() string {
+	cfg := "the default config"
+	if e.Config != "" {
+		cfg = "the config " + e.Config
+	}
+	what := string(e.Target) + "s"
+	if e.Target == store.KillModel {
+		what = "models (aliases and provider model names)"
+	}
+	return fmt.Sprintf("no %s named %q in %s: its %s are %s", e.Target, e.Name, cfg, what, strings.Join(e.Known, ", "))
+}
+
+// CheckKill returns a *NotServedError when a kill flag on target t named
+// name would match no model or deployment of cfg; nil when it would, and
+// for the targets whose names are not in a config (all, run, tenant,
+// tool).
+func CheckKill(cfg *config.Config, t store.KillTarget, name string) error {
+	if t != store.KillModel && t != store.KillDeployment {
+		return nil
+	}
+	known := KillNames(cfg, t)
+	if slices.Contains(known, name) {
+		return nil
+	}
+	return &NotServedError{Target: t, Name: name, Config: cfg.Path, Known: known}
+}
