@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -298,14 +299,49 @@ func (s *Server) adminDecide(state store.ApprovalState) func(http.ResponseWriter
 	}
 }
 
-// decodeJSON reads a small JSON body strictly; an empty body is {}.
+// decodeJSON reads a small JSON body strictly; an empty body is {}. A
+// value of the wrong type is named by its key, in JSON's words ("body:
+// force: found a string; want true or false"), not by Go's types.
 func decodeJSON(r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return badRequest("body: " + strings.TrimPrefix(err.Error(), "json: "))
+	err := dec.Decode(v)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
 	}
-	return nil
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+		key := te.Field[strings.LastIndex(te.Field, ".")+1:] // "Kill.target": target
+		return badRequest(fmt.Sprintf("body: %s: found %s; want %s", key, jsonFound(te.Value), jsonWant(te.Type)))
+	}
+	return badRequest("body: " + strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonWant names the JSON value that decodes into t.
+func jsonWant(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// jsonFound names the JSON value encoding/json reports ("string",
+// "number", "bool", "array", "object").
+func jsonFound(value string) string {
+	switch value {
+	case "array", "object":
+		return "an " + value
+	case "bool":
+		return "a boolean"
+	}
+	return "a " + value
 }
 
 func nonNil[T any](s []T) []T {

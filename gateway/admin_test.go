@@ -211,6 +211,17 @@ func TestAdminKillUnservedName(t *testing.T) {
 		t.Errorf("call to big after kill model gpt-4o: %d %s; want 403 killed", resp.StatusCode, body)
 	}
 
+	// A body of the wrong types is named in JSON's words, not Go's.
+	for _, c := range []struct{ body, want string }{
+		{`{"target":"model","name":"gtp-4o","force":"yes"}`, "body: force: found a string; want true or false"},
+		{`{"target":5,"name":"x"}`, "body: target: found a number; want a string"},
+		{`{"target":"model","name":["a"]}`, "body: name: found an array; want a string"},
+	} {
+		if st, m := h.admin("POST", "/admin/kill", c.body, "adm-key"); st != 400 || m["error"] != c.want {
+			t.Errorf("%s: %d %q; want 400 %q", c.body, st, m["error"], c.want)
+		}
+	}
+
 	// Forced: set although nothing here serves it.
 	st, m := h.admin("POST", "/admin/kill", `{"target":"model","name":"gtp-4o","reason":"served by gateway b","force":true}`, "adm-key")
 	if st != 200 || m["name"] != "gtp-4o" || m["reason"] != "served by gateway b" {
