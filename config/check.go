@@ -1,10 +1,8 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
 	"regexp"
@@ -12,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/belay-run/belay/internal/yamlnode"
 )
 
 // Error is a mistake in a configuration and where it is: the file, the
@@ -59,37 +59,16 @@ func bad(path, format string, args ...any) *Error {
 // readDocument parses data as at most one YAML document; nil for an empty
 // one.
 func readDocument(data []byte) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var root yaml.Node
-	switch err := dec.Decode(&root); {
-	case errors.Is(err, io.EOF):
-		return nil, nil
-	case err != nil:
-		return nil, syntaxError(err)
+	root, err := yamlnode.Read(data)
+	var se *yamlnode.SyntaxError
+	var md *yamlnode.MoreDocumentsError
+	switch {
+	case errors.As(err, &se):
+		return nil, &Error{Line: se.Line, Msg: "invalid YAML: " + se.Msg}
+	case errors.As(err, &md):
+		return nil, &Error{Line: md.Line, Msg: "a second YAML document starts here; want one document"}
 	}
-	var more yaml.Node
-	switch err := dec.Decode(&more); {
-	case errors.Is(err, io.EOF):
-		return &root, nil
-	case err != nil:
-		return nil, syntaxError(err)
-	}
-	return nil, &Error{Line: more.Line, Msg: "a second YAML document starts here; want one document"}
-}
-
-var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): `)
-
-// syntaxError turns the YAML parser's error ("yaml: line 2: mapping values
-// are not allowed in this context") into an *Error at its line.
-func syntaxError(err error) *Error {
-	msg := err.Error()
-	e := &Error{}
-	if m := yamlErrLine.FindStringSubmatch(msg); m != nil {
-		e.Line, _ = strconv.Atoi(m[1])
-		msg = msg[len(m[0]):]
-	}
-	e.Msg = "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
-	return e
+	return root, err
 }
 
 // checker walks a YAML tree against the type it decodes into. It records
@@ -102,7 +81,7 @@ type checker struct {
 // twice, or value of the wrong shape or type under n, which is at path.
 // Null leaves a value at its default, as the decoder does.
 func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
-	n = follow(n)
+	n = yamlnode.Resolve(n)
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return nil
 	}
@@ -133,7 +112,7 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
 		}
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := follow(n.Content[i]), n.Content[i+1]
+			k, v := yamlnode.Resolve(n.Content[i]), n.Content[i+1]
 			if k.Kind != yaml.ScalarNode {
 				return &Error{Line: k.Line, Path: path, Msg: "found " + found(k) + " as a key; want a name"}
 			}
@@ -157,15 +136,11 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
 func (c *checker) fields(n *yaml.Node, t reflect.Type, path string) error {
 	keys, types := yamlKeys(t)
 	seen := map[string]int{}
-	var merges []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := follow(n.Content[i]), n.Content[i+1]
+	entries, merged, bad := yamlnode.Entries(n)
+	for _, e := range entries {
+		k, v := e.Key, e.Value
 		if k.Kind != yaml.ScalarNode {
 			return &Error{Line: k.Line, Path: path, Msg: "found " + found(k) + " as a key; want one of " + strings.Join(keys, ", ")}
-		}
-		if k.ShortTag() == "!!merge" {
-			merges = append(merges, v)
-			continue
 		}
 		p := join(path, k.Value)
 		ft, ok := types[k.Value]
@@ -181,21 +156,13 @@ func (c *checker) fields(n *yaml.Node, t reflect.Type, path string) error {
 			return err
 		}
 	}
-	for _, m := range merges {
-		m = follow(m)
-		from := []*yaml.Node{m}
-		if m.Kind == yaml.SequenceNode {
-			from = m.Content
+	for _, src := range merged {
+		if err := c.fields(src, t, path); err != nil {
+			return err
 		}
-		for _, src := range from {
-			src = follow(src)
-			if src.Kind != yaml.MappingNode {
-				return &Error{Line: src.Line, Path: path, Msg: "a merge (<<) found " + found(src) + "; want a mapping or a list of mappings"}
-			}
-			if err := c.fields(src, t, path); err != nil {
-				return err
-			}
-		}
+	}
+	if bad != nil {
+		return &Error{Line: bad.Line, Path: path, Msg: "a merge (<<) found " + found(bad) + "; want a mapping or a list of mappings"}
 	}
 	return nil
 }
@@ -340,19 +307,10 @@ func plural(t reflect.Type) string {
 // yamlKeys returns struct t's YAML keys in declaration order, and the type
 // each decodes into.
 func yamlKeys(t reflect.Type) ([]string, map[string]reflect.Type) {
-	var keys []string
-	types := map[string]reflect.Type{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if !f.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		keys = append(keys, name)
-		types[name] = f.Type
+	keys, fields := yamlnode.Keys(t)
+	types := make(map[string]reflect.Type, len(fields))
+	for k, f := range fields {
+		types[k] = f.Type
 	}
 	return keys, types
 }
@@ -398,20 +356,6 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// follow skips a document node and follows aliases to the node they name.
-func follow(n *yaml.Node) *yaml.Node {
-	for {
-		switch {
-		case n.Kind == yaml.DocumentNode && len(n.Content) > 0:
-			n = n.Content[0]
-		case n.Kind == yaml.AliasNode && n.Alias != nil:
-			n = n.Alias
-		default:
-			return n
-		}
-	}
 }
 
 // join appends key to path with a dot.

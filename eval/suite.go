@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/belay-run/belay/internal/yamlnode"
 )
 
 // SuiteVersion is the suite file format this package reads.
@@ -417,7 +419,7 @@ func (sc *Scenario) validate(i int, seen map[string]bool) error {
 // lineOf finds the line of a dotted path (map keys and sequence indexes) in
 // a YAML document, or of the deepest part of it that exists.
 func lineOf(root *yaml.Node, path []string) int {
-	n := resolve(root)
+	n := yamlnode.Resolve(root)
 	line := n.Line
 	for _, p := range path {
 		var next *yaml.Node
@@ -439,7 +441,7 @@ func lineOf(root *yaml.Node, path []string) int {
 		if next == nil {
 			return line
 		}
-		n = resolve(next)
+		n = yamlnode.Resolve(next)
 	}
 	return line
 }

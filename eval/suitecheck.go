@@ -3,7 +3,6 @@ package eval
 import (
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"regexp"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/belay-run/belay/internal/yamlnode"
 )
 
 // The checks in this file read the YAML node tree before the suite is
@@ -20,47 +21,34 @@ import (
 
 // readDocument parses b as exactly one YAML document.
 func readDocument(b []byte) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	var root yaml.Node
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("the file is empty")
-		}
-		return nil, syntaxError(err)
-	}
-	var more yaml.Node
-	switch err := dec.Decode(&more); {
-	case errors.Is(err, io.EOF):
-		return &root, nil
+	root, err := yamlnode.Read(b)
+	var se *yamlnode.SyntaxError
+	var md *yamlnode.MoreDocumentsError
+	switch {
+	case errors.As(err, &se):
+		return nil, &fieldError{line: se.Line, msg: plainYAMLError(errors.New(se.Msg))}
+	case errors.As(err, &md):
+		return nil, &fieldError{line: md.Line, msg: "the file holds more than one YAML document (a second one starts here); a suite is one document"}
 	case err != nil:
-		return nil, syntaxError(err)
+		return nil, err
+	case root == nil:
+		return nil, errors.New("the file is empty")
 	}
-	return nil, &fieldError{line: more.Line, msg: "the file holds more than one YAML document (a second one starts here); a suite is one document"}
-}
-
-var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): `)
-
-// syntaxError turns a YAML parse error into a *fieldError at its line.
-func syntaxError(err error) error {
-	fe := &fieldError{msg: plainYAMLError(err)}
-	if m := yamlErrLine.FindStringSubmatch(err.Error()); m != nil {
-		fe.line, _ = strconv.Atoi(m[1])
-	}
-	return fe
+	return root, nil
 }
 
 // checkVersion reads only the version of a suite document, so a file of
 // another version is refused for its version, not for fields this belay
 // does not know.
 func checkVersion(root *yaml.Node) error {
-	top := resolve(root)
+	top := yamlnode.Resolve(root)
 	if top.Kind != yaml.MappingNode {
 		return badAt(top, fmt.Sprintf("a suite is a mapping of fields (version, agent, scenarios, …), not %s", describe(top)))
 	}
 	var v *yaml.Node
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		if top.Content[i].Value == "version" {
-			v = resolve(top.Content[i+1])
+			v = yamlnode.Resolve(top.Content[i+1])
 			break
 		}
 	}
@@ -83,7 +71,7 @@ func checkVersion(root *yaml.Node) error {
 // a word where a number belongs, a bad duration), naming the field's path
 // and line.
 func checkFields(n *yaml.Node, t reflect.Type, path []string) error {
-	n = resolve(n)
+	n = yamlnode.Resolve(n)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -140,15 +128,11 @@ func isWhole(t reflect.Type) bool {
 // override.
 func checkMapping(n *yaml.Node, t reflect.Type, path []string, seen map[string]int) error {
 	fields := yamlFields(t)
-	var merges []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+	entries, merged, bad := yamlnode.Entries(n)
+	for _, e := range entries {
+		k, v := e.Key, e.Value
 		if k.Kind != yaml.ScalarNode {
 			return badAt(k, "a key must be a plain name, not "+describe(k), path...)
-		}
-		if k.ShortTag() == "!!merge" {
-			merges = append(merges, v)
-			continue
 		}
 		p := appendPath(path, k.Value)
 		f, ok := fields[k.Value]
@@ -163,38 +147,16 @@ func checkMapping(n *yaml.Node, t reflect.Type, path []string, seen map[string]i
 			return err
 		}
 	}
-	for _, m := range merges {
-		m = resolve(m)
-		from := []*yaml.Node{m}
-		if m.Kind == yaml.SequenceNode {
-			from = m.Content
+	for _, src := range merged {
+		// Merged keys may repeat each other and the explicit keys.
+		if err := checkMapping(src, t, path, map[string]int{}); err != nil {
+			return err
 		}
-		for _, src := range from {
-			src = resolve(src)
-			if src.Kind != yaml.MappingNode {
-				return badAt(src, "a merge (<<) must bring in a mapping or a list of mappings, not "+describe(src), path...)
-			}
-			// Merged keys may repeat each other and the explicit keys.
-			if err := checkMapping(src, t, path, map[string]int{}); err != nil {
-				return err
-			}
-		}
+	}
+	if bad != nil {
+		return badAt(bad, "a merge (<<) must bring in a mapping or a list of mappings, not "+describe(bad), path...)
 	}
 	return nil
-}
-
-// resolve skips the document node and follows an alias.
-func resolve(n *yaml.Node) *yaml.Node {
-	for {
-		switch {
-		case n.Kind == yaml.DocumentNode && len(n.Content) > 0:
-			n = n.Content[0]
-		case n.Kind == yaml.AliasNode && n.Alias != nil:
-			n = n.Alias
-		default:
-			return n
-		}
-	}
 }
 
 func isNull(n *yaml.Node) bool {
@@ -253,22 +215,8 @@ func isStructish(t reflect.Type) bool {
 
 // yamlFields maps a struct's YAML keys to its fields.
 func yamlFields(t reflect.Type) map[string]reflect.StructField {
-	m := map[string]reflect.StructField{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		m[name] = f
-	}
-	return m
+	_, fields := yamlnode.Keys(t)
+	return fields
 }
 
 func sortedNames(m map[string]reflect.StructField) []string {
