@@ -228,16 +228,10 @@ func sortedNames(m map[string]reflect.StructField) []string {
 	return ks
 }
 
-var (
-	yamlErrPrefix = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\s*)?(line \d+: )?`)
-	yamlGoType    = regexp.MustCompile(` into [\w\[\]\.\*]+`)
-	yamlNoField   = regexp.MustCompile(`field (\S+) not found in type \S+`)
-)
+var yamlLine = regexp.MustCompile(`(^|; )line \d+: `)
 
-// plainYAMLError drops the location prefixes of a YAML error (the caller
-// names the file, line and field itself) and any Go type it names.
+// plainYAMLError is a YAML error in the file's words (yamlnode.PlainError)
+// without its line prefixes: the caller names the file, line and field.
 func plainYAMLError(err error) string {
-	s := yamlErrPrefix.ReplaceAllString(err.Error(), "")
-	s = yamlNoField.ReplaceAllString(s, `unknown field "$1"`)
-	return yamlGoType.ReplaceAllString(s, "")
+	return yamlLine.ReplaceAllString(yamlnode.PlainError(err), "$1")
 }

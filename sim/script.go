@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/belay-run/belay/internal/yamlnode"
 )
 
 // Script chooses the simulated model's replies. Rules are tried in order;
@@ -125,7 +127,7 @@ func LoadScript(r io.Reader) (*Script, error) {
 	dec.KnownFields(true)
 	var s Script
 	if err := dec.Decode(&s); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("sim: script: %w", err)
+		return nil, fmt.Errorf("sim: script: %s", yamlnode.PlainError(err))
 	}
 	if err := s.Compile(); err != nil {
 		return nil, err

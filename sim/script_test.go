@@ -133,7 +133,8 @@ func TestParseScriptErrorsNameTheField(t *testing.T) {
 		{"rules:\n  - reply: {text: x}\n  - fault: meltdown", "rules[1].fault"},
 		{"rules:\n  - when: {contains: x}", "rules[0]: needs a reply"},
 		{"rules:\n  - reply: {tool_calls: [{arguments: {a: 1}}]}", "rules[0].reply.tool_calls[0].name"},
-		{"rules:\n  - whn: {contains: x}", "field whn not found"},
+		{"rules:\n  - whn: {contains: x}", `line 2: unknown field "whn"`},
+		{"rules:\n  - reply: {text: [a, b]}", "line 2: cannot unmarshal !!seq as text"},
 		{"captures: ['[']", "captures[0]"},
 	} {
 		_, err := sim.ParseScript([]byte(tc.yaml))

@@ -139,3 +139,48 @@ func Entries(n *yaml.Node) (entries []Entry, merged []*yaml.Node, bad *yaml.Node
 	}
 	return entries, merged, nil
 }
+
+var (
+	errPrefix = regexp.MustCompile(`^(yaml: )?(unmarshal errors:\s*)?`)
+	goType    = regexp.MustCompile(` into [\w\[\]\.\*]+`)
+	noField   = regexp.MustCompile(`field (\S+) not found in type \S+`)
+)
+
+// PlainError is the YAML library's decoding error in a file's words: its
+// "line N:" parts kept, one per mistake, joined by "; ", with "field x not
+// found in type T" as `unknown field "x"` and no Go type named ("cannot
+// unmarshal !!str `abc` into int" reads "... as a whole number"). For a
+// decoder that reads a file without a checker of its own.
+func PlainError(err error) string {
+	s := errPrefix.ReplaceAllString(err.Error(), "")
+	var parts []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			l = noField.ReplaceAllString(l, `unknown field "$1"`)
+			parts = append(parts, goType.ReplaceAllStringFunc(l, func(m string) string {
+				return " as " + kindWords(strings.TrimPrefix(m, " into "))
+			}))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// kindWords names what a Go type holds in a YAML file's words.
+func kindWords(goType string) string {
+	t := strings.TrimLeft(goType, "*")
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	case t == "string":
+		return "text"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	}
+	return "a mapping" // a struct
+}

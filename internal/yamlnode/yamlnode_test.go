@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -74,5 +75,26 @@ func TestEntries(t *testing.T) {
 	_, merged, bad = Entries(broken)
 	if bad == nil || bad.Value != "7" || len(merged) != 1 {
 		t.Errorf("broken: bad %v after %d merged; want 7 after one", bad, len(merged))
+	}
+}
+
+func TestPlainError(t *testing.T) {
+	type rule struct {
+		When  map[string]string `yaml:"when"`
+		Times int               `yaml:"times"`
+		Text  string            `yaml:"text"`
+	}
+	var v struct {
+		Rules []rule `yaml:"rules"`
+	}
+	dec := yaml.NewDecoder(strings.NewReader("rules:\n  - whenn: {tool: x}\n  - times: many\n    text: [1, 2]\n"))
+	dec.KnownFields(true)
+	err := dec.Decode(&v)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := `line 2: unknown field "whenn"; line 3: cannot unmarshal !!str ` + "`many`" + ` as a whole number; line 4: cannot unmarshal !!seq as text`
+	if got := PlainError(err); got != want {
+		t.Errorf("PlainError:\n got %s\nwant %s", got, want)
 	}
 }
