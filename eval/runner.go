@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,6 +53,33 @@ type Options struct {
 }
 
 // job is one run to do.
+// findProgram checks that a command agent's program can be started: a
+// name with a path separator is a file (relative to the suite's folder,
+// where it runs), a bare name is looked up in PATH, as exec does. A
+// missing program would fail every run as a crash.
+func findProgram(dir, prog string) error {
+	if !strings.ContainsRune(prog, filepath.Separator) && !strings.ContainsRune(prog, '/') {
+		if _, err := exec.LookPath(prog); err != nil {
+			return fmt.Errorf("program %q is not in PATH", prog)
+		}
+		return nil
+	}
+	path := prog
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("program %q: %w (a relative path is taken from the suite's folder)", prog, err)
+	case fi.IsDir():
+		return fmt.Errorf("program %q is a folder", prog)
+	case fi.Mode()&0o111 == 0:
+		return fmt.Errorf("program %q is not executable (chmod +x, or name its interpreter first: [python3, %s])", prog, prog)
+	}
+	return nil
+}
+
 type job struct {
 	sc    *Scenario
 	index int
@@ -74,6 +102,11 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 			return nil, fmt.Errorf("%w: %s: agent.go: %w", ErrBadSuite, s.Path, err)
 		}
 		inproc = a
+	}
+	if len(s.Agent.Command) > 0 {
+		if err := findProgram(s.Dir, s.Agent.Command[0]); err != nil {
+			return nil, fmt.Errorf("%w: %s: agent.command: %w", ErrBadSuite, s.Path, err)
+		}
 	}
 	seed := s.Seed
 	if opt.Seed != nil {

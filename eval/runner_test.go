@@ -3,6 +3,8 @@ package eval
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -434,5 +436,46 @@ func TestCommandAgentsLiteral(t *testing.T) {
 				t.Errorf("failures by reason %v", rep.Overall.FailuresByReason)
 			}
 		})
+	}
+}
+
+// A command agent whose program cannot be started is a bad suite, refused
+// before any run (it would fail every run as a crash, and the evaluation
+// exit 0); a script in the suite's folder is found there.
+func TestRunCommandProgramMissing(t *testing.T) {
+	for _, c := range []struct{ prog, says string }{
+		{"no-such-program-belay", `program "no-such-program-belay" is not in PATH`},
+		{"./agent.sh", `program "./agent.sh": `},
+		{"./notexec.sh", `program "./notexec.sh" is not executable`},
+	} {
+		text := strings.Replace(commandSuite, "[sh, -c, 'case", "["+c.prog+", 'case", 1)
+		path := writeSuite(t, text)
+		if err := os.WriteFile(filepath.Join(filepath.Dir(path), "notexec.sh"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := LoadSuite(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+		if !errors.Is(err, ErrBadSuite) || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "agent.command") {
+			t.Errorf("%s: err = %v; want ErrBadSuite on agent.command saying %q", c.prog, err, c.says)
+		}
+	}
+	text := strings.Replace(commandSuite, "[sh, -c, 'case", "[./agent.sh, 'case", 1)
+	path := writeSuite(t, text)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "agent.sh"), []byte("#!/bin/sh\neval \"$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSuite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomesOf(rep, "says-hello"); len(o) != 1 || !o[0].Passed {
+		t.Errorf("the script in the suite's folder: %+v", o)
 	}
 }

@@ -145,3 +145,21 @@ func readText(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// A 0 given for a gate flag whose zero means "the default" is refused, not
+// read as the default (review finding: --cost-tolerance 0 was +10%).
+func TestGateExplicitZeroFlags(t *testing.T) {
+	dir := t.TempDir()
+	base := report(t, dir, "base.json", scenario("a", 20, 20))
+	for _, c := range []struct{ flag, says string }{
+		{"--alpha", "--alpha 0: want a significance level"},
+		{"--cost-tolerance", "--cost-tolerance 0: want a rise above 0"},
+		{"--latency-tolerance", "--latency-tolerance 0: want a rise above 0"},
+		{"--bootstrap", "--bootstrap 0: want a number of rounds above 0"},
+	} {
+		_, err := run(t, "gate", base, base, c.flag, "0")
+		wantCode(t, err, 2, c.says)
+	}
+	_, err := run(t, "gate", base, base, "--cost-tolerance", "0.001", "--bootstrap", "-1")
+	wantCode(t, err, 0, "")
+}

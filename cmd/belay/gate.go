@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,9 @@ Exit status: 0 pass, 1 regression or missing scenario, 2 bad input (unreadable r
 samples that do not add up, a negative cost or latency).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := explicitZeros(cmd); err != nil {
+				return badInput(err)
+			}
 			base, err := eval.ReadReport(args[0])
 			if err != nil {
 				return badInput(err)
@@ -60,6 +64,26 @@ samples that do not add up, a negative cost or latency).`,
 	f.Int64Var(&cfg.Seed, "seed", 1, "bootstrap seed")
 	f.BoolVar(&cfg.AllowMissing, "allow-missing", false, "accept scenarios of the baseline that the candidate lacks (removed or renamed on purpose)")
 	return c
+}
+
+// explicitZeros refuses a 0 given on the command line for a flag whose
+// zero gate.Config reads as "the default": --cost-tolerance 0 would
+// otherwise silently be 0.10.
+func explicitZeros(cmd *cobra.Command) error {
+	for _, z := range []struct{ flag, want string }{
+		{"alpha", "a significance level in (0, 0.5), such as 0.05"},
+		{"cost-tolerance", "a rise above 0 (0.10 = +10%); to flag any rise, a tiny one such as 0.001"},
+		{"latency-tolerance", "a rise above 0 (0.10 = +10%); to flag any rise, a tiny one such as 0.001"},
+		{"bootstrap", "a number of rounds above 0, or a negative one to turn the cost and latency checks off"},
+	} {
+		f := cmd.Flags().Lookup(z.flag)
+		if f.Changed {
+			if v, err := strconv.ParseFloat(f.Value.String(), 64); err == nil && v == 0 {
+				return fmt.Errorf("--%s 0: want %s", z.flag, z.want)
+			}
+		}
+	}
+	return nil
 }
 
 // gateFailure says why the gate failed: each missing scenario, then the

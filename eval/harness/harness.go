@@ -73,15 +73,19 @@ type Harness struct {
 
 var _ eval.Harness = (*Harness)(nil)
 
-// New builds the gateway stack for providers p of suite s over st.
+// New builds the gateway stack for providers p of suite s over st. A
+// provider setup that cannot be built is an error wrapping
+// eval.ErrBadSuite that names the suite file and the field.
 func New(ctx context.Context, st store.Store, s *eval.Suite, p eval.Providers) (*Harness, error) {
+	// A setup that cannot be built is the suite's mistake (a script or
+	// config file missing, an unknown profile): eval.ErrBadSuite.
 	cfg, err := configFor(s, p)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", eval.ErrBadSuite, err)
 	}
 	stack, err := gateway.Build(ctx, cfg, gateway.Options{Store: st, Approver: approver(s.Approvals), Logger: quiet})
 	if err != nil {
-		return nil, fmt.Errorf("%s: providers: %w", s.Path, err)
+		return nil, fmt.Errorf("%w: %s: providers: %w", eval.ErrBadSuite, s.Path, err)
 	}
 	if stack.Sim != nil {
 		// The same seed gives the same faults and replies in every run of

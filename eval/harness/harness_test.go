@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -128,6 +129,9 @@ func TestNewBadProviders(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), s.Path) || !strings.Contains(err.Error(), c.says) {
 				t.Errorf("error %q does not name %s and %s", err, s.Path, c.says)
+			}
+			if !errors.Is(err, eval.ErrBadSuite) { // belay eval exits 2 for it
+				t.Errorf("error %q is not eval.ErrBadSuite", err)
 			}
 		})
 	}
