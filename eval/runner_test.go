@@ -100,7 +100,7 @@ func TestInProcessHangAndCrash(t *testing.T) {
 
 const commandSuite = `version: 1
 name: commands
-agent: {command: [sh, -c, 'case "$BELAY_INPUT" in sleep) exec sleep 30;; exit3) exit 3;; *) echo "hello $BELAY_SCENARIO";; esac']}
+agent: {command: [sh, -c, 'case "$BELAY_INPUT" in sleep) exec sleep 30;; exit3) printf "stack line 1\\nError: 400 messages: must be a non-empty array\\n" >&2; exit 3;; *) echo "hello $BELAY_SCENARIO";; esac']}
 runs: 1
 timeout: 1s
 scenarios:
@@ -138,6 +138,8 @@ func TestCommandHangAndCrash(t *testing.T) {
 	}
 	if o := by["exits-3"]; o.Passed || o.Reason != "crash" || o.ExitCode != 3 || o.Status != "failed" {
 		t.Errorf("exits-3: passed %v reason %q exit %d status %q (%v)", o.Passed, o.Reason, o.ExitCode, o.Status, o.Failures)
+	} else if want := "exit: the agent exited with code 3; its stderr ended: stack line 1 ⏎ Error: 400 messages: must be a non-empty array"; len(o.Failures) == 0 || o.Failures[0] != want {
+		t.Errorf("exits-3 failures %q; want first %q", o.Failures, want)
 	}
 	if o := by["exits-3-expected"]; !o.Passed || o.ExitCode != 3 {
 		t.Errorf("exits-3-expected: passed %v exit %d (%v)", o.Passed, o.ExitCode, o.Failures)
@@ -477,5 +479,19 @@ func TestRunCommandProgramMissing(t *testing.T) {
 	}
 	if o := outcomesOf(rep, "says-hello"); len(o) != 1 || !o[0].Passed {
 		t.Errorf("the script in the suite's folder: %+v", o)
+	}
+}
+
+func TestStderrTail(t *testing.T) {
+	long := strings.Repeat("x", 400)
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"\n  \n", ""},
+		{"a\nb\n\nc\nd\n", "b ⏎ c ⏎ d"},
+		{long, "…" + long[100:]},
+	} {
+		if got := stderrTail([]byte(c.in)); got != c.want {
+			t.Errorf("stderrTail(%q) = %q; want %q", c.in, got, c.want)
+		}
 	}
 }

@@ -101,7 +101,11 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	} else if e := &sc.Expect; errors.Is(agentErr, errExit) && e.ExitCode == nil && e.Status == "" && e.StopReason == "" {
 		// A scenario that says nothing about how the run ends expects the
 		// agent to exit 0: a command agent that dies is a failed run.
-		fails = append(fails, fmt.Sprintf("exit: the agent exited with code %d", code))
+		msg := fmt.Sprintf("exit: the agent exited with code %d", code)
+		if ee := (*exitError)(nil); errors.As(agentErr, &ee) {
+			msg += "; its stderr ended: " + ee.tail
+		}
+		fails = append(fails, msg)
 	}
 	fails = append(fails, r.judge(ctx, &out, env, rec, facts)...)
 	fails = append(fails, r.golden(ctx, h, &out, spans)...)
@@ -144,6 +148,39 @@ func reasonOf(fails []string, o Outcome, e *Expect, modelFailure string) string 
 }
 
 var errExit = errors.New("agent exited non-zero")
+
+// exitError is errExit with the end of what the command wrote to stderr
+// (a stack trace, a refusal it printed), for the run's failure.
+type exitError struct{ tail string }
+
+func (e *exitError) Error() string        { return errExit.Error() + "; its stderr ended: " + e.tail }
+func (e *exitError) Is(target error) bool { return target == errExit }
+
+// stderrTailLines and stderrTailBytes bound what a failed run quotes of a
+// command's stderr: its last lines, the end of them when long.
+const (
+	stderrTailLines = 3
+	stderrTailBytes = 300
+)
+
+// stderrTail returns the last stderrTailLines non-blank lines of b joined
+// by " ⏎ ", cut to its last stderrTailBytes bytes; "" when b has none.
+func stderrTail(b []byte) string {
+	var lines []string
+	for _, l := range strings.Split(strings.ToValidUTF8(string(b), "?"), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > stderrTailLines {
+		lines = lines[len(lines)-stderrTailLines:]
+	}
+	t := strings.Join(lines, " ⏎ ")
+	if len(t) > stderrTailBytes {
+		t = "…" + strings.ToValidUTF8(t[len(t)-stderrTailBytes:], "")
+	}
+	return t
+}
 
 // execute runs the agent once, in-process or as a command.
 func (r *runner) execute(ctx context.Context, env Env) (int, string, error) {
@@ -198,12 +235,15 @@ func (r *runner) command(ctx context.Context, env Env) (int, string, error) {
 	for k, v := range r.suite.Agent.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	stdout, _, err := runGroup(cmd, env.Input)
+	stdout, stderr, err := runGroup(cmd, env.Input)
 	out := string(stdout)
 	if code, ok := ownExit(cmd); ok {
 		// The agent ended by itself: its exit decides, even when it ended
 		// just as its time ran out.
 		if code != 0 {
+			if t := stderrTail(stderr); t != "" {
+				return code, out, &exitError{tail: t}
+			}
 			return code, out, errExit
 		}
 		return 0, out, nil
