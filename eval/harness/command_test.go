@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -141,9 +142,10 @@ scenarios:
 	}
 }
 
-// A suite's providers.config may have tenants (it is often the gateway's
-// own config): eval runs still belong to the open gateway's tenant, so an
-// agent's calls, which carry no tenant key, are served.
+// A suite's providers.config may have tenants and an admin key (it is
+// often the gateway's own config): their env: secrets need not be set,
+// and eval runs still belong to the open gateway's tenant, so an agent's
+// calls, which carry no tenant key, are served.
 func TestConfigWithTenants(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -155,8 +157,9 @@ models:
   - alias: gpt-4o-mini
     deployments:
       - {name: sim-a, provider: openai, model: gpt-4o-mini, base_url: "sim://"}
+admin_key: env:BELAY_TEST_UNSET_ADMIN_KEY
 tenants:
-  - {name: acme, key: sk-acme-secret}
+  - {name: acme, key: env:BELAY_TEST_UNSET_ACME_KEY}
 `
 	if err := os.WriteFile(filepath.Join(dir, "belay.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -192,5 +195,16 @@ scenarios:
 		if !o.Passed || o.Turns != 2 {
 			t.Errorf("run %d: passed %v, %d turns, exit %d: %v", o.Index, o.Passed, o.Turns, o.ExitCode, o.Failures)
 		}
+	}
+
+	// The deployments' keys are needed: one that is not set is a bad suite
+	// naming it.
+	bad := strings.Replace(cfg, `base_url: "sim://"}`, `base_url: "sim://", api_key: env:BELAY_TEST_UNSET_DEPLOYMENT_KEY}`, 1)
+	if err := os.WriteFile(filepath.Join(dir, "belay.yaml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = eval.Run(t.Context(), s, harness.Factory(st), eval.Options{})
+	if !errors.Is(err, eval.ErrBadSuite) || !strings.Contains(err.Error(), "models[0].deployments[0].api_key: environment variable BELAY_TEST_UNSET_DEPLOYMENT_KEY is not set") {
+		t.Errorf("unset deployment key: err = %v", err)
 	}
 }

@@ -113,15 +113,11 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(s.Dir, path)
 		}
-		cfg, err := config.Load(path)
+		cfg, err := loadProviders(path)
 		if err != nil {
 			return nil, fmt.Errorf("%s: providers.config: %w", s.Path, err)
 		}
 		cfg.Tools.Irreversible = append(cfg.Tools.Irreversible, s.Tools.Irreversible...)
-		// Eval runs belong to the open gateway's tenant (Tenant), under
-		// the suite's limits: with the config's tenants the agents' calls
-		// would need their keys, and would be refused as another tenant's.
-		cfg.Tenants = nil
 		return cfg, nil
 	}
 	sp := eval.SimSpec{}
@@ -156,6 +152,43 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 	cfg.Capture = config.CaptureFull
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: providers: %w", s.Path, err)
+	}
+	return cfg, nil
+}
+
+// loadProviders reads a suite's providers.config for its deployments:
+// env: secrets are resolved from the environment, and only the
+// deployments' keys must be set, since the tenants' keys and the admin key
+// are dropped (eval runs belong to Tenant; a suite pointed at a gateway's
+// own config must not need its tenants' secrets). The config's limits and
+// store are not used either: the suite's limits apply, and the runs go to
+// the evaluation's store.
+func loadProviders(path string) (*config.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	missing := map[string]bool{}
+	cfg, err := config.Parse(data, path, func(name string) (string, bool) {
+		if v, ok := os.LookupEnv(name); ok {
+			return v, true
+		}
+		missing[name] = true
+		return "env:" + name, true // a stand-in: checked below for the deployments
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range cfg.Models {
+		for j, d := range m.Deployments {
+			if name, ok := strings.CutPrefix(d.APIKey.Ref, "env:"); ok && missing[name] {
+				return nil, fmt.Errorf("config %s: models[%d].deployments[%d].api_key: environment variable %s is not set", path, i, j, name)
+			}
+		}
+	}
+	cfg.Tenants, cfg.AdminKey = nil, config.Secret{}
+	if cfg.Sim.Script != "" && !filepath.IsAbs(cfg.Sim.Script) {
+		cfg.Sim.Script = filepath.Join(filepath.Dir(path), cfg.Sim.Script)
 	}
 	return cfg, nil
 }
