@@ -75,12 +75,24 @@ func readDocument(data []byte) (*yaml.Node, error) {
 // the line of every key path it passes, for errors found after decoding.
 type checker struct {
 	lines map[string]int
+	// visited counts the nodes checked: aliases can make a small file a
+	// huge tree, which the decoder refuses ("excessive aliasing"); past
+	// maxVisited the check stops with an *Error at the alias's line.
+	visited int
 }
+
+// maxVisited bounds the nodes a config's check visits, aliases expanded:
+// far above any real config (a thousand deployments with their keys), far
+// below what a few kilobytes of nested aliases expand to.
+const maxVisited = 200_000
 
 // check returns an *Error for the first key t does not have, key given
 // twice, or value of the wrong shape or type under n, which is at path.
 // Null leaves a value at its default, as the decoder does.
 func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
+	if c.visited++; c.visited > maxVisited {
+		return &Error{Line: n.Line, Path: path, Msg: fmt.Sprintf("the file expands, aliases followed, to more than %d values; want a config without so many aliases", maxVisited)}
+	}
 	n = yamlnode.Resolve(n)
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return nil
@@ -101,6 +113,11 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
 		for i, item := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			c.mark(p, item.Line)
+			if r := yamlnode.Resolve(item); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null" && t.Elem().Kind() == reflect.Struct {
+				// The decoder would drop the item, and the items after it
+				// move up: an empty tenant would leave the gateway open.
+				return &Error{Line: item.Line, Path: p, Msg: "found nothing (an empty item); want " + want(t.Elem())}
+			}
 			if err := c.check(item, t.Elem(), p); err != nil {
 				return err
 			}
@@ -110,25 +127,41 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
 		if n.Kind != yaml.MappingNode {
 			return wrongType(n, t, path)
 		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := yamlnode.Resolve(n.Content[i]), n.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				return &Error{Line: k.Line, Path: path, Msg: "found " + found(k) + " as a key; want a name"}
-			}
-			p := path + entry(k.Value)
-			if first, dup := seen[k.Value]; dup {
-				return twice(k, p, first)
-			}
-			seen[k.Value] = k.Line
-			c.mark(p, k.Line)
-			if err := c.check(v, t.Elem(), p); err != nil {
-				return err
-			}
-		}
-		return nil
+		return c.entries(n, t, path)
 	}
 	return scalar(n, t, path)
+}
+
+// entries checks mapping n against map type t: each key a name, given
+// once, each value of t's element type. A merge key ("<<: *anchor") brings
+// in the entries of another mapping, which entries given here override.
+func (c *checker) entries(n *yaml.Node, t reflect.Type, path string) error {
+	entries, merged, bad := yamlnode.Entries(n)
+	seen := map[string]int{}
+	for _, e := range entries {
+		k, v := e.Key, e.Value
+		if k.Kind != yaml.ScalarNode {
+			return &Error{Line: k.Line, Path: path, Msg: "found " + found(k) + " as a key; want a name"}
+		}
+		p := path + entry(k.Value)
+		if first, dup := seen[k.Value]; dup {
+			return twice(k, p, first)
+		}
+		seen[k.Value] = k.Line
+		c.mark(p, k.Line)
+		if err := c.check(v, t.Elem(), p); err != nil {
+			return err
+		}
+	}
+	for _, src := range merged {
+		if err := c.entries(src, t, path); err != nil {
+			return err
+		}
+	}
+	if bad != nil {
+		return &Error{Line: bad.Line, Path: path, Msg: "a merge (<<) found " + found(bad) + "; want a mapping or a list of mappings"}
+	}
+	return nil
 }
 
 // fields checks mapping n against struct t. A merge key ("<<: *anchor")

@@ -131,7 +131,7 @@ func (m *metrics) watchRuns(stats func() run.Stats) {
 	m.reg.MustRegister(
 		stopsCollector{stats: stats, desc: prometheus.NewDesc("belay_stops_total",
 			"Runs belay stopped, by stop reason: a limit of the run (max_turns_exceeded, deadline_exceeded, budget_exceeded) "+
-				"or a kill (killed); each run once, as its record says (status stopped). Refused requests are in belay_requests_total by status.",
+				"or a kill (killed); each run once per process that ended it, as its record says (status stopped): replicas sharing a store that all held a killed run each count it. Refused requests are in belay_requests_total by status.",
 			[]string{"reason"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "belay_runs_in_memory",
 			Help: "Runs the gateway holds in memory."}, func() float64 { return float64(stats().Live) }),

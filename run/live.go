@@ -309,7 +309,9 @@ type Stats struct {
 	// counted). A run counts once, when it first ends stopped for one of
 	// them (a refusal, a kill, its deadline, or Finish with such a
 	// failure): its record then has status stopped and that stop_reason.
-	// A later step the stopped run refuses is not counted again.
+	// A later step the stopped run refuses is not counted again. It is
+	// this process's count: a run held by several processes sharing a
+	// store (a kill flag, its deadline) is counted by each that ended it.
 	Stops map[failure.Reason]int64
 }
 

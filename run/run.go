@@ -224,7 +224,10 @@ func (r *Run) traceIDs() (traceID, spanID string) {
 
 // Context returns a context canceled when the run is killed, stopped,
 // finished or its deadline passes; context.Cause gives the *failure.Error.
-// Steps get contexts derived from it (Admitted.Context).
+// A Spec.Single run has no timer of its own: its context ends at its
+// deadline only through its step (Admitted.Context ends then, and the
+// step's failure ends the run); with no step open it ends when the run
+// ends. Steps' contexts end with the run's (Admitted.Context).
 func (r *Run) Context() context.Context { return r.ctx }
 
 // Deadline returns when the run's time is up, and false when it has no

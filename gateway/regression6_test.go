@@ -1,0 +1,80 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/memstore"
+)
+
+const regress6OK = `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`
+
+// regress6Gateway builds a gateway whose alias m has deployments d1 then d2 on
+// upstream handlers h1 and h2.
+func regress6Gateway(t *testing.T, h1, h2 http.HandlerFunc, extra string) (*httptest.Server, *gateway.Stack) {
+	t.Helper()
+	s1 := httptest.NewServer(h1)
+	t.Cleanup(s1.Close)
+	s2 := httptest.NewServer(h2)
+	t.Cleanup(s2.Close)
+	y := fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+admin_key: adm-key
+retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1000}
+models:
+  - alias: m
+    deployments:
+      - {name: d1, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-1}
+      - {name: d2, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-2}
+%s`, s1.URL, s2.URL, extra)
+	cfg, err := config.Parse([]byte(y), "adv.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	gw := httptest.NewServer(st.Server.Handler())
+	t.Cleanup(gw.Close)
+	return gw, st
+}
+
+// Adversary finding (session 6): a non-streaming call whose upstream
+// answers 200 text/event-stream with an empty body. ClassifyHTTP leaves a
+// 2xx event stream unread, so the body is classified after it is read
+// (stream_interrupted, transient): the call falls back to d2. The
+// "classified once" shortcut had skipped that, and relayed an empty 200.
+func TestEmptyEventStreamOnNonStreamCallFallsBack(t *testing.T) {
+	var d2 atomic.Int64
+	gw, _ := regress6Gateway(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+	}, func(w http.ResponseWriter, r *http.Request) {
+		d2.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, regress6OK)
+	}, "")
+	resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != regress6OK || d2.Load() != 1 || resp.Header.Get("X-Belay-Deployment") != "d2" {
+		t.Errorf("status %d, body %q, deployment %q, d2 called %d times; want d2's answer", resp.StatusCode, b, resp.Header.Get("X-Belay-Deployment"), d2.Load())
+	}
+}
