@@ -67,3 +67,19 @@ func TestAliasExpansionIsBounded(t *testing.T) {
 		t.Errorf("error %v (%T); want an *Error at a line about aliases", err, err)
 	}
 }
+
+// Two swapped letters are one edit: short keys get their suggestion
+// (newcomer finding: modle and alais got none).
+func TestSwappedLettersAreSuggested(t *testing.T) {
+	for _, c := range []struct{ yaml, says string }{
+		{"models:\n  - alias: a\n    deployments:\n      - {provider: openai, modle: m}\n", "(did you mean model?)"},
+		{"models:\n  - alais: a\n", "(did you mean alias?)"},
+	} {
+		if _, err := parse6(t, c.yaml); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%q: %v; want %q", c.yaml, err, c.says)
+		}
+	}
+	if d := editDistance("modle", "model"); d != 1 {
+		t.Errorf("editDistance(modle, model) = %d; want 1", d)
+	}
+}

@@ -78,3 +78,17 @@ func TestEmptyEventStreamOnNonStreamCallFallsBack(t *testing.T) {
 		t.Errorf("status %d, body %q, deployment %q, d2 called %d times; want d2's answer", resp.StatusCode, b, resp.Header.Get("X-Belay-Deployment"), d2.Load())
 	}
 }
+
+// A client whose base URL lacks /v1 is told so (newcomer finding).
+func TestMissingV1IsNamed(t *testing.T) {
+	gw, _ := regress6Gateway(t, func(w http.ResponseWriter, r *http.Request) {}, func(w http.ResponseWriter, r *http.Request) {}, "")
+	resp, err := http.Post(gw.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(b), "did you mean /v1/chat/completions?") {
+		t.Errorf("status %d body %s", resp.StatusCode, b)
+	}
+}

@@ -54,6 +54,11 @@ func inDialect(mux *http.ServeMux) http.Handler {
 			return
 		}
 		msg := fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
+		switch r.URL.Path {
+		case "/chat/completions", "/messages", "/models":
+			// The client's base URL lacks /v1, a common slip.
+			msg += fmt.Sprintf(" (did you mean /v1%s? a client's base URL is http://HOST:PORT/v1 for OpenAI clients)", r.URL.Path)
+		}
 		if status == http.StatusMethodNotAllowed {
 			msg = fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow"))
 		}

@@ -163,3 +163,18 @@ func TestGateExplicitZeroFlags(t *testing.T) {
 	_, err := run(t, "gate", base, base, "--cost-tolerance", "0.001", "--bootstrap", "-1")
 	wantCode(t, err, 0, "")
 }
+
+// Reports of two different suites are refused (newcomer finding: with
+// --allow-missing the gate passed, comparing no scenario).
+func TestGateDifferentSuites(t *testing.T) {
+	dir := t.TempDir()
+	base := report(t, dir, "base.json", scenario("a", 20, 20))
+	r := &eval.Report{Format: eval.ReportFormat, Suite: "other", Scenarios: []eval.ScenarioReport{scenario("b", 20, 20)}}
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	other := writeText(t, dir, "other.json", buf.String())
+	_, err := run(t, "gate", base, other, "--allow-missing")
+	wantCode(t, err, 2, `the reports are of different suites: "s"`)
+}

@@ -42,6 +42,11 @@ samples that do not add up, a negative cost or latency).`,
 			if err != nil {
 				return badInput(err)
 			}
+			if base.Suite != cand.Suite {
+				// Reports of two suites share no scenario: with
+				// --allow-missing the gate would pass comparing nothing.
+				return badInput(fmt.Errorf("the reports are of different suites: %q (%s) and %q (%s); compare two reports of one suite", base.Suite, args[0], cand.Suite, args[1]))
+			}
 			res, err := gate.Compare(base.GateGroups(), cand.GateGroups(), cfg)
 			if err != nil {
 				return badInput(err)

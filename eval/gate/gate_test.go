@@ -355,3 +355,13 @@ func TestWriteText(t *testing.T) {
 		}
 	}
 }
+
+// Small costs keep 3 significant digits (a simulated run costs $0.00003;
+// "$0.0000 → $0.0000" compared nothing).
+func TestUSDFormat(t *testing.T) {
+	for v, want := range map[float64]string{0: "$0.0000", 1.5: "$1.5000", 0.0123: "$0.0123", 0.0000312: "$0.0000312", 0.00431: "$0.00431"} {
+		if got := usd(v); got != want {
+			t.Errorf("usd(%v) = %q; want %q", v, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/belay-run/belay/eval/stats"
@@ -283,5 +284,14 @@ func pfmt(p float64) string {
 	return fmt.Sprintf("%.4f", p)
 }
 
-func usd(v float64) string { return fmt.Sprintf("$%.4f", v) }
-func ms(v float64) string  { return fmt.Sprintf("%.0f ms", v) }
+// usd writes a dollar amount with 4 decimals, or 3 significant digits
+// when smaller (a simulated run costs $0.00003: "$0.0000" compared
+// nothing).
+func usd(v float64) string {
+	if v != 0 && math.Abs(v) < 0.01 {
+		decimals := 2 - int(math.Floor(math.Log10(math.Abs(v))))
+		return "$" + strconv.FormatFloat(v, 'f', decimals, 64)
+	}
+	return fmt.Sprintf("$%.4f", v)
+}
+func ms(v float64) string { return fmt.Sprintf("%.0f ms", v) }
