@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -152,11 +153,15 @@ type Trajectory struct {
 // Duration is a time.Duration read from YAML as "30s".
 type Duration time.Duration
 
-// UnmarshalYAML reads a Go duration string.
+// UnmarshalYAML reads a Go duration ("30s", "2m") or a number of seconds
+// ("90", "1.5"), as a belay config's durations are read.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
+	if f, ferr := strconv.ParseFloat(n.Value, 64); ferr == nil && f <= float64(1<<62)/float64(time.Second) {
+		v, err = time.Duration(f*float64(time.Second)), nil
+	}
 	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 2m)", n.Line, n.Value)
+		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 2m, or a number of seconds)", n.Line, n.Value)
 	}
 	*d = Duration(v)
 	return nil

@@ -64,6 +64,20 @@ func TestLoadSuiteDefaults(t *testing.T) {
 	}
 }
 
+// A duration is a Go duration or a number of seconds, as in a belay
+// config (newcomer finding: timeout: 30 was refused).
+func TestLoadSuiteDurationSeconds(t *testing.T) {
+	for text, want := range map[string]time.Duration{"30": 30 * time.Second, "1.5": 1500 * time.Millisecond, "2m": 2 * time.Minute} {
+		s, err := LoadSuite(writeSuite(t, strings.Replace(goodSuite, "name: demo", "name: demo\ntimeout: "+text, 1)))
+		if err != nil {
+			t.Fatalf("timeout: %s: %v", text, err)
+		}
+		if time.Duration(s.Timeout) != want {
+			t.Errorf("timeout: %s read as %s; want %s", text, time.Duration(s.Timeout), want)
+		}
+	}
+}
+
 func TestLoadSuiteExample(t *testing.T) {
 	s, err := LoadSuite("../examples/refund-agent/suite.yaml")
 	if err != nil {

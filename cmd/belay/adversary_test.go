@@ -59,6 +59,7 @@ func TestAdversary12EvalInput(t *testing.T) {
 		{"NaN min_pass_rate", []string{"eval", nanSuite}, "min_pass_rate: must be a number between 0 and 1, not NaN"},
 		{"unwritable --json", []string{"eval", suite, "--quiet", "--json", filepath.Join(dir, "no-such-dir", "r.json")}, "cannot write the --json report"},
 		{"unwritable --markdown", []string{"eval", suite, "--quiet", "--markdown", filepath.Join(dir, "no-such-dir", "r.md")}, "cannot write the --markdown report"},
+		{"--baseline without --detect", []string{"eval", suite, "--quiet", "--baseline", base}, "--baseline is read by --detect DROP only"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -47,6 +48,11 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 			ctx := cmd.Context()
 			if err := checkEvalFlags(cmd, runs, detect); err != nil {
 				return badInput(err)
+			}
+			for _, f := range []struct{ flag, path string }{{"--json", jsonOut}, {"--junit", junit}, {"--markdown", markdown}} {
+				if err := writableDir(f.path); err != nil {
+					return badInput(fmt.Errorf("cannot write the %s report: %w", f.flag, err))
+				}
 			}
 			s, err := eval.LoadSuite(args[0])
 			if err != nil {
@@ -140,7 +146,27 @@ func checkEvalFlags(cmd *cobra.Command, runs int, detect float64) error {
 	if fl.Changed("run-detected") && !fl.Changed("detect") {
 		return errors.New("--run-detected needs --detect DROP")
 	}
+	if fl.Changed("baseline") && !fl.Changed("detect") {
+		return errors.New("--baseline is read by --detect DROP only; belay gate BASELINE CANDIDATE compares two reports")
+	}
 	return nil
+}
+
+// writableDir checks, before a suite runs, that a report can be written
+// at path ("" is no report): its folder exists and takes a new file (the
+// report is written through a temporary file beside it). A long suite
+// that found out at its end would be lost work.
+func writableDir(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".belay-write-check-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
 
 // detectRuns prints, per scenario, the runs needed to detect a drop of
