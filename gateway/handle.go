@@ -65,6 +65,7 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 		case c.runID == "": // refused before it was counted in a run (key, body, model): no run to name
 			s.log.LogAttrs(r.Context(), slog.LevelInfo, "call refused", slogString("tenant", c.tenant.Name),
 				slogString("model", c.alias), slogErr(err))
+			c.noteRefusal(status, err)
 		default:
 			s.log.LogAttrs(r.Context(), levelFor(err), "model call failed",
 				slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias), slogErr(err),
@@ -204,6 +205,28 @@ func (c *call) serve() (int, error) {
 		settle()
 	}
 	return status, werr
+}
+
+// noteRefusal records a refusal of a request that names its run
+// (X-Belay-Run-Id) but was refused before it counted in it (a malformed
+// body, an unknown model) as a "request.refused" event on the run's span,
+// when this process holds the run and it is the request's tenant's: an
+// agent's failed call then shows in its run's trace. A request refused
+// for its key (its tenant unknown) is not noted.
+func (c *call) noteRefusal(status int, err error) {
+	n, ok := c.s.runs.(noter)
+	id := c.r.Header.Get(HeaderRunID)
+	if !ok || id == "" || c.tenant.Name == "" || status == http.StatusUnauthorized {
+		return
+	}
+	attrs := map[string]any{"http.response.status_code": int64(status), "error": err.Error()}
+	if fe := failure.As(err); fe != nil {
+		attrs["reason"] = string(fe.Reason)
+	}
+	if c.alias != "" {
+		attrs["model"] = c.alias
+	}
+	n.Note(id, c.tenant.Name, "request.refused", attrs)
 }
 
 // limitsApply sets X-Belay-Limits-Overridden for the limits that apply

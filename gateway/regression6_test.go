@@ -92,3 +92,60 @@ func TestMissingV1IsNamed(t *testing.T) {
 		t.Errorf("status %d body %s", resp.StatusCode, b)
 	}
 }
+
+// A request that names its run but is refused before it counts in it (a
+// malformed body, an unknown model) is noted on the run's span, so the
+// run's trace says why an agent's call failed (newcomer finding: an eval
+// run whose agent sent messages: [] showed an empty trace). Another
+// tenant's request naming the run is not noted.
+func TestRefusalNotedOnItsRun(t *testing.T) {
+	gw, st := regress6Gateway(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, regress6OK)
+	}, func(w http.ResponseWriter, r *http.Request) {}, "")
+	post := func(body string) int {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("X-Belay-Run-Id", "agent-run-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := post(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`); s != 200 {
+		t.Fatalf("first call: %d", s)
+	}
+	if s := post(`{"model":"m","messages":[]}`); s != 400 {
+		t.Fatalf("empty messages: %d; want 400", s)
+	}
+	if s := post(`{"model":"nope","messages":[{"role":"user","content":"hi"}]}`); s != 404 {
+		t.Fatalf("unknown model: %d; want 404", s)
+	}
+	ctx := context.Background()
+	if err := st.Runs.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Recorder.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans, err := st.Store.RunSpans(ctx, "agent-run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, s := range spans {
+		if s.Kind != "run" {
+			continue
+		}
+		for _, e := range s.Events {
+			if e.Name == "request.refused" {
+				reasons = append(reasons, fmt.Sprint(e.Attrs["reason"], " ", e.Attrs["http.response.status_code"]))
+			}
+		}
+	}
+	if want := []string{"invalid_request 400", "model_not_found 404"}; strings.Join(reasons, ",") != strings.Join(want, ",") {
+		t.Errorf("refusals on the run span: %q; want %q", reasons, want)
+	}
+}

@@ -56,6 +56,19 @@ type Disabler interface {
 	Disabled(d route.Deployment) bool
 }
 
+// noter is implemented by a Turns that can record an event on a run it
+// holds (run.Manager.Note): the gateway notes a named run's requests that
+// it refused before they counted in the run.
+type noter interface {
+	Note(runID, tenant, name string, attrs map[string]any) bool
+}
+
+// Note records an event on run id's span if this process holds the run
+// and it is tenant's.
+func (t *runTurns) Note(runID, tenant, name string, attrs map[string]any) bool {
+	return t.m.Note(runID, tenant, name, attrs)
+}
+
 // runStats is implemented by a Turns that reports its run manager's
 // counters (runs in memory, store writes retried and given up).
 type runStats interface {

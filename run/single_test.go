@@ -330,3 +330,33 @@ func TestSingleRunKillCancelsItsStep(t *testing.T) {
 		})
 	}
 }
+
+// Manager.Note records an event on a run this process holds, of the
+// tenant named, and on no other: not another tenant's, not a run only in
+// the store.
+func TestManagerNote(t *testing.T) {
+	sink := &recSink{}
+	st := memstore.New()
+	m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: sink, KillPoll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Start(ctx, Spec{ID: "held", Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Note("held", "other", "request.refused", nil) {
+		t.Error("noted on another tenant's run")
+	}
+	if m.Note("absent", "acme", "request.refused", nil) {
+		t.Error("noted on a run this process does not hold")
+	}
+	if !m.Note("held", "acme", "request.refused", map[string]any{"reason": "invalid_request"}) {
+		t.Fatal("not noted on the run held")
+	}
+	runs := sink.byKind(trace.KindRun)
+	if len(runs) != 1 || len(runs[0].Events) != 1 || runs[0].Events[0].Name != "request.refused" || runs[0].Events[0].Attrs["reason"] != "invalid_request" {
+		t.Errorf("run spans %+v; want the run's with the note", runs)
+	}
+}
