@@ -33,9 +33,10 @@ import (
 //	POST   /admin/approvals/{id}/deny           {"by","note"}
 //	GET    /admin/breakers                      breaker state per deployment
 //
-// A kill of a model or deployment must name one the config serves (a
-// model alias or provider model name; a deployment name): another name is
-// 404, listing the names served, unless the body has "force": true.
+// A kill of a model, deployment or tenant must name one the config serves
+// (a model alias or provider model name; a deployment name; a tenant's
+// name, or "default" without tenants): another name is 404, listing the
+// names served, unless the body has "force": true.
 //
 // Errors are {"error": "..."} with 400 (bad input), 401 (bad key), 403
 // (no admin key configured), 404, 409 (already decided) or 503 (no store).
@@ -197,8 +198,8 @@ func (s *Server) adminKills(w http.ResponseWriter, r *http.Request) error {
 var killTargets = map[store.KillTarget]bool{store.KillAll: true, store.KillRun: true, store.KillTenant: true,
 	store.KillTool: true, store.KillModel: true, store.KillDeployment: true}
 
-// adminKill sets a kill flag. A model or deployment flag must name one
-// this gateway's config serves (KillNames), else 404 listing them, unless
+// adminKill sets a kill flag. A model, deployment or tenant flag must name
+// one this gateway's config serves (KillNames), else 404 listing them, unless
 // the body says "force": true: the flag is shared through the store, and a
 // gateway with another config, or a Go agent, may serve the name.
 func (s *Server) adminKill(w http.ResponseWriter, r *http.Request) error {

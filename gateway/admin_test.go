@@ -13,6 +13,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/store"
 )
 
@@ -187,6 +189,9 @@ func TestAdminKillUnservedName(t *testing.T) {
 		{`{"target":"deployment","name":"oa-3","reason":"typo"}`, `no deployment named "oa-3" in the config test.yaml: ` + deployments + force},
 		{`{"target":"deployment","name":"gpt-4o"}`, `no deployment named "gpt-4o" in the config test.yaml: ` + deployments + force},
 		{`{"target":"model","name":"gtp-4o","force":false}`, `no model named "gtp-4o" in the config test.yaml: ` + models + force},
+		// Without tenants every call is the default tenant's (newcomer
+		// finding: a tenant typo killed nothing, silently).
+		{`{"target":"tenant","name":"acme"}`, `no tenant named "acme" in the config test.yaml: its tenants are default` + force},
 	} {
 		st, m := h.admin("POST", "/admin/kill", c.body, "adm-key")
 		if st != http.StatusNotFound || m["error"] != c.want {
@@ -239,5 +244,25 @@ func TestAdminKillUnservedName(t *testing.T) {
 	}
 	if kills, _ := h.store.ListKills(ctx); len(kills) != 3 || slices.ContainsFunc(kills, func(k store.Kill) bool { return k.Name == "gtp-4o" }) {
 		t.Errorf("kills after unkill = %+v; want 3, without gtp-4o", kills)
+	}
+}
+
+// A tenant flag can match the config's tenants, or the default tenant of
+// a config without any.
+func TestKillNamesTenants(t *testing.T) {
+	open := config.Default()
+	if got := gateway.KillNames(open, store.KillTenant); len(got) != 1 || got[0] != gateway.DefaultTenant {
+		t.Errorf("without tenants: %v; want [%s]", got, gateway.DefaultTenant)
+	}
+	cfg := config.Default()
+	cfg.Tenants = []config.Tenant{{Name: "acme"}, {Name: "beta"}}
+	if got := gateway.KillNames(cfg, store.KillTenant); strings.Join(got, ",") != "acme,beta" {
+		t.Errorf("with tenants: %v; want [acme beta]", got)
+	}
+	if err := gateway.CheckKill(cfg, store.KillTenant, "acme"); err != nil {
+		t.Errorf("acme: %v", err)
+	}
+	if err := gateway.CheckKill(cfg, store.KillTenant, "acem"); err == nil || err.Error() != `no tenant named "acem" in the default config: its tenants are acme, beta` {
+		t.Errorf("acem: %v", err)
 	}
 }

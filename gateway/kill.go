@@ -18,8 +18,10 @@ import (
 //     router passes over each deployment whose model it names.
 //   - store.KillDeployment: the deployment names (default
 //     "provider/model#index").
+//   - store.KillTenant: the tenants' names; DefaultTenant when the config
+//     has none (every call is then the default tenant's).
 //
-// Other targets' names (runs, tenants, tools) are not all in a config: nil.
+// Other targets' names (runs, tools) are not all in a config: nil.
 func KillNames(cfg *config.Config, t store.KillTarget) []string {
 	var names []string
 	add := func(n string) {
@@ -43,17 +45,24 @@ func KillNames(cfg *config.Config, t store.KillTarget) []string {
 				add(d.Name)
 			}
 		}
+	case store.KillTenant:
+		if len(cfg.Tenants) == 0 {
+			add(DefaultTenant)
+		}
+		for _, t := range cfg.Tenants {
+			add(t.Name)
+		}
 	}
 	return names
 }
 
-// NotServedError is a kill flag on a model or deployment that nothing in
-// a config can match: most likely a typo. Kill flags live in the store,
+// NotServedError is a kill flag on a model, deployment or tenant that
+// nothing in a config can match: most likely a typo. Kill flags live in the store,
 // which other gateways (with other configs) and Go agents may share, so a
 // caller may still set it on purpose (the admin API's "force", the CLI's
 // --force).
 type NotServedError struct {
-	Target store.KillTarget // store.KillModel or store.KillDeployment
+	Target store.KillTarget // store.KillModel, store.KillDeployment or store.KillTenant
 	Name   string
 	// Config is the file the config was read from (config.Config.Path);
 	// empty for the default config.
@@ -77,11 +86,11 @@ func (e *NotServedError) Error() string {
 }
 
 // CheckKill returns a *NotServedError when a kill flag on target t named
-// name would match no model or deployment of cfg; nil when it would, and
-// for the targets whose names are not in a config (all, run, tenant,
+// name would match no model, deployment or tenant of cfg; nil when it
+// would, and for the targets whose names are not in a config (all, run,
 // tool).
 func CheckKill(cfg *config.Config, t store.KillTarget, name string) error {
-	if t != store.KillModel && t != store.KillDeployment {
+	if t != store.KillModel && t != store.KillDeployment && t != store.KillTenant {
 		return nil
 	}
 	known := KillNames(cfg, t)

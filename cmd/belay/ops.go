@@ -323,8 +323,9 @@ func killCmd() *cobra.Command {
 		Long: `kill sets a kill flag in the store; gateways sharing the store pick it up (they poll for flags,
 or PostgreSQL notifies them).
 
-A model or deployment flag must name one the gateway's config serves: a model alias or a provider
-model name (model), a deployment name (deployment). The names are read from --config FILE (its env:
+A model, deployment or tenant flag must name one the gateway's config serves: a model alias or a
+provider model name (model), a deployment name (deployment), a tenant's name (tenant; "default"
+when the config has no tenants). The names are read from --config FILE (its env:
 secrets are not needed), or, without it, from the default config of belay serve; another name is
 refused, listing those served, unless --force is given (a gateway with another config, or a Go
 agent, sharing the store may serve it). With --config and no --store, the store is the config's.`,
@@ -363,7 +364,7 @@ agent, sharing the store may serve it). With --config and no --store, the store 
 	c.Flags().StringVar(&reason, "reason", "", "why (recorded with the flag and in the runs it stops)")
 	c.Flags().StringVar(&by, "by", currentUser(), "who sets the flag")
 	c.Flags().StringVar(&file, "config", "", "the gateway's YAML config: the models and deployments a flag may name, and the store (default: those of belay serve without one)")
-	c.Flags().BoolVar(&force, "force", false, "set a model or deployment flag on a name the config does not serve")
+	c.Flags().BoolVar(&force, "force", false, "set a model, deployment or tenant flag on a name the config does not serve")
 	return c
 }
 
