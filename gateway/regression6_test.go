@@ -18,9 +18,14 @@ import (
 
 const regress6OK = `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`
 
-// regress6Gateway builds a gateway whose alias m has deployments d1 then d2 on
-// upstream handlers h1 and h2.
-func regress6Gateway(t *testing.T, h1, h2 http.HandlerFunc, extra string) (*httptest.Server, *gateway.Stack) {
+// oneAttempt is the retry setting of a test where the first failure on d1
+// falls back to d2.
+const oneAttempt = "{max_attempts: 1, base: 1ms, cap: 2ms}"
+
+// twoDeployments builds a gateway on loopback whose alias m has
+// deployments d1 then d2 on upstream handlers h1 and h2, with the retry
+// settings given (YAML flow mapping), and returns it and its stack.
+func twoDeployments(t *testing.T, h1, h2 http.HandlerFunc, retry string) (*httptest.Server, *gateway.Stack) {
 	t.Helper()
 	s1 := httptest.NewServer(h1)
 	t.Cleanup(s1.Close)
@@ -30,14 +35,14 @@ func regress6Gateway(t *testing.T, h1, h2 http.HandlerFunc, extra string) (*http
 listen: 127.0.0.1:0
 store: memory://
 admin_key: adm-key
-retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+retry: %s
 breaker: {consecutive_failures: 1000}
 models:
   - alias: m
     deployments:
       - {name: d1, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-1}
       - {name: d2, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-2}
-%s`, s1.URL, s2.URL, extra)
+`, retry, s1.URL, s2.URL)
 	cfg, err := config.Parse([]byte(y), "adv.yaml", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +64,14 @@ models:
 // "classified once" shortcut had skipped that, and relayed an empty 200.
 func TestEmptyEventStreamOnNonStreamCallFallsBack(t *testing.T) {
 	var d2 atomic.Int64
-	gw, _ := regress6Gateway(t, func(w http.ResponseWriter, r *http.Request) {
+	gw, _ := twoDeployments(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(200)
 	}, func(w http.ResponseWriter, r *http.Request) {
 		d2.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, regress6OK)
-	}, "")
+	}, oneAttempt)
 	resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil {
@@ -81,7 +86,7 @@ func TestEmptyEventStreamOnNonStreamCallFallsBack(t *testing.T) {
 
 // A client whose base URL lacks /v1 is told so (newcomer finding).
 func TestMissingV1IsNamed(t *testing.T) {
-	gw, _ := regress6Gateway(t, func(w http.ResponseWriter, r *http.Request) {}, func(w http.ResponseWriter, r *http.Request) {}, "")
+	gw, _ := twoDeployments(t, func(w http.ResponseWriter, r *http.Request) {}, func(w http.ResponseWriter, r *http.Request) {}, oneAttempt)
 	resp, err := http.Post(gw.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +104,10 @@ func TestMissingV1IsNamed(t *testing.T) {
 // run whose agent sent messages: [] showed an empty trace). Another
 // tenant's request naming the run is not noted.
 func TestRefusalNotedOnItsRun(t *testing.T) {
-	gw, st := regress6Gateway(t, func(w http.ResponseWriter, r *http.Request) {
+	gw, st := twoDeployments(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, regress6OK)
-	}, func(w http.ResponseWriter, r *http.Request) {}, "")
+	}, func(w http.ResponseWriter, r *http.Request) {}, oneAttempt)
 	post := func(body string) int {
 		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("X-Belay-Run-Id", "agent-run-1")

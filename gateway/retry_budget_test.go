@@ -4,25 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/belay-run/belay/config"
-	"github.com/belay-run/belay/gateway"
-	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/trace"
 )
 
 // When a deployment's retry budget has no room, the call falls back, and
 // the operator can see it: belay_retries_refused_total counts the refused
 // retries per deployment, and the attempt they followed carries
-// belay.retry.refused in the trace. Eight calls fail once on "a" and want
+// belay.retry.refused in the trace. Eight calls fail once on d1 and want
 // to retry there; the retries hang, so the budget (max(3, 0.1 × 8)) lets
-// three in and refuses five, which fall back to "b".
+// three in and refuses five, which fall back to "d2". ("a" and "b" are
+// the upstreams of deployments d1 and d2.)
 func TestRetryBudgetRefusalsAreVisible(t *testing.T) {
 	const calls, admitted = 8, 3
 	release := make(chan struct{})
@@ -39,7 +35,7 @@ func TestRetryBudgetRefusalsAreVisible(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, benchAnswer)
 	}
-	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	a := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		first := !seen[string(body)]
@@ -57,39 +53,16 @@ func TestRetryBudgetRefusalsAreVisible(t *testing.T) {
 		}
 		<-release
 		answer(w)
-	}))
-	t.Cleanup(a.Close)
-	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	})
+	b := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		servedByB++
 		check()
 		mu.Unlock()
 		answer(w)
-	}))
-	t.Cleanup(b.Close)
-
-	y := fmt.Sprintf(`
-store: memory://
-retry: {max_attempts: 2, base: 1ms, cap: 1ms, jitter: none, budget_ratio: 0.1}
-breaker: {consecutive_failures: 1000}
-models:
-  - alias: m
-    deployments:
-      - {name: a, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-up}
-      - {name: b, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-up}
-`, a.URL, b.URL)
-	cfg, err := config.Parse([]byte(y), "test.yaml", func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
-	gw := httptest.NewServer(st.Server.Handler())
-	t.Cleanup(gw.Close)
+	})
+	gw, st := twoDeployments(t, a, b, "{max_attempts: 2, base: 1ms, cap: 1ms, jitter: none, budget_ratio: 0.1}")
 
 	type result struct {
 		runID, deployment string
@@ -124,15 +97,15 @@ models:
 		served[r.deployment]++
 		runIDs = append(runIDs, r.runID)
 	}
-	if served["a"] != admitted || served["b"] != calls-admitted {
-		t.Fatalf("served by deployment: %v; want a: %d, b: %d", served, admitted, calls-admitted)
+	if served["d1"] != admitted || served["d2"] != calls-admitted {
+		t.Fatalf("served by deployment: %v; want d1: %d, d2: %d", served, admitted, calls-admitted)
 	}
 
 	metrics := get(t, gw.URL+"/metrics")
-	if want := fmt.Sprintf(`belay_retries_refused_total{deployment="a"} %d`, calls-admitted); !strings.Contains(metrics, want) {
+	if want := fmt.Sprintf(`belay_retries_refused_total{deployment="d1"} %d`, calls-admitted); !strings.Contains(metrics, want) {
 		t.Errorf("metrics lack %q:\n%s", want, grepLines(metrics, "belay_retries"))
 	}
-	if strings.Contains(metrics, `belay_retries_refused_total{deployment="b"}`) {
+	if strings.Contains(metrics, `belay_retries_refused_total{deployment="d2"}`) {
 		t.Errorf("a refusal counted on b:\n%s", grepLines(metrics, "belay_retries_refused"))
 	}
 
@@ -154,7 +127,7 @@ models:
 				continue
 			}
 			marked++
-			if s.Kind != trace.KindAttempt || s.Attrs[trace.AttrDeployment] != "a" {
+			if s.Kind != trace.KindAttempt || s.Attrs[trace.AttrDeployment] != "d1" {
 				t.Errorf("span %s (%s, deployment %v) marked %s; want only a's failed attempts", s.Name, s.Kind, s.Attrs[trace.AttrDeployment], trace.AttrRetryRefused)
 			}
 		}
