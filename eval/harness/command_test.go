@@ -91,15 +91,7 @@ scenarios:
     limits: {max_turns: 2}
     expect: {status: stopped, stop_reason: max_turns_exceeded}
 `, exe, agentModeEnv)
-	path := filepath.Join(t.TempDir(), "suite.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := eval.LoadSuite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := memstore.New()
+	st, s := memstore.New(), writeSuite(t, t.TempDir(), text)
 	defer st.Close()
 	rep, err := eval.Run(t.Context(), s, harness.Factory(st), eval.Options{})
 	if err != nil {
@@ -177,15 +169,7 @@ scenarios:
     input: one two
     expect: {exit_code: 0, status: succeeded, max_turns: 2}
 `, exe, agentModeEnv)
-	path := filepath.Join(dir, "suite.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := eval.LoadSuite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := memstore.New()
+	st, s := memstore.New(), writeSuite(t, dir, text)
 	defer st.Close()
 	rep, err := eval.Run(t.Context(), s, harness.Factory(st), eval.Options{})
 	if err != nil {
@@ -207,4 +191,18 @@ scenarios:
 	if !errors.Is(err, eval.ErrBadSuite) || !strings.Contains(err.Error(), "models[0].deployments[0].api_key: environment variable BELAY_TEST_UNSET_DEPLOYMENT_KEY is not set") {
 		t.Errorf("unset deployment key: err = %v", err)
 	}
+}
+
+// writeSuite writes text as dir/suite.yaml and loads it.
+func writeSuite(t *testing.T, dir, text string) *eval.Suite {
+	t.Helper()
+	path := filepath.Join(dir, "suite.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := eval.LoadSuite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
