@@ -65,7 +65,13 @@ func TestHurryCoversWritesQueuedBeforeIt(t *testing.T) {
 // timeout: the lingering transaction leaves it free for a rest after each
 // commit (a regression: without the rest it was held nearly always, and the
 // other process failed with ErrLocked). Real time: two SQLite connections
-// contend for the file's lock through SQLite's busy handler.
+// contend for the file's lock through SQLite's busy handler, which polls
+// (sleeps of 1 ms growing to 100 ms): each poll finds the lock free when it
+// falls in a rest (5 ms of each 30 ms cycle of linger and rest), so a write
+// fails only when every poll of its busy timeout misses. The other store
+// has the default busy timeout (5 s, about 60 polls: some 1e-5 to miss
+// them all); with 1 s (about 20 polls, a few percent) the test failed once
+// in a CI run under -race.
 func TestOtherProcessGetsTheLockUnderDeferrableLoad(t *testing.T) {
 	for _, deferrable := range []bool{false, true} {
 		t.Run(fmt.Sprint("deferrable=", deferrable), func(t *testing.T) {
@@ -76,7 +82,7 @@ func TestOtherProcessGetsTheLockUnderDeferrableLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer a.Close()
-			other, err := OpenOptions(ctx, path, Options{BusyTimeout: time.Second})
+			other, err := OpenOptions(ctx, path, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
