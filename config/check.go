@@ -94,7 +94,7 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
 		return &Error{Line: n.Line, Path: path, Msg: fmt.Sprintf("the file expands, aliases followed, to more than %d values; want a config without so many aliases", maxVisited)}
 	}
 	n = yamlnode.Resolve(n)
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+	if yamlnode.IsNull(n) {
 		return nil
 	}
 	if u, ok := reflect.New(t).Interface().(yaml.Unmarshaler); ok {
@@ -113,7 +113,7 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
 		for i, item := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			c.mark(p, item.Line)
-			if r := yamlnode.Resolve(item); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null" && t.Elem().Kind() == reflect.Struct {
+			if t.Elem().Kind() == reflect.Struct && yamlnode.IsNull(yamlnode.Resolve(item)) {
 				// The decoder would drop the item, and the items after it
 				// move up: an empty tenant would leave the gateway open.
 				return &Error{Line: item.Line, Path: p, Msg: "found nothing (an empty item); want " + want(t.Elem())}
@@ -167,7 +167,7 @@ func (c *checker) entries(n *yaml.Node, t reflect.Type, path string) error {
 // fields checks mapping n against struct t. A merge key ("<<: *anchor")
 // brings in the keys of another mapping, which keys given here override.
 func (c *checker) fields(n *yaml.Node, t reflect.Type, path string) error {
-	keys, types := yamlKeys(t)
+	keys, fields := yamlnode.Keys(t)
 	seen := map[string]int{}
 	entries, merged, bad := yamlnode.Entries(n)
 	for _, e := range entries {
@@ -176,7 +176,7 @@ func (c *checker) fields(n *yaml.Node, t reflect.Type, path string) error {
 			return &Error{Line: k.Line, Path: path, Msg: "found " + found(k) + " as a key; want one of " + strings.Join(keys, ", ")}
 		}
 		p := join(path, k.Value)
-		ft, ok := types[k.Value]
+		f, ok := fields[k.Value]
 		if !ok {
 			return &Error{Line: k.Line, Path: p, Msg: unknownKey(k.Value, keys)}
 		}
@@ -185,7 +185,7 @@ func (c *checker) fields(n *yaml.Node, t reflect.Type, path string) error {
 		}
 		seen[k.Value] = k.Line
 		c.mark(p, k.Line)
-		if err := c.check(v, ft, p); err != nil {
+		if err := c.check(v, f.Type, p); err != nil {
 			return err
 		}
 	}
@@ -306,7 +306,7 @@ func want(t reflect.Type) string {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		keys, _ := yamlKeys(t)
+		keys, _ := yamlnode.Keys(t)
 		return "a mapping with keys " + strings.Join(keys, ", ")
 	case reflect.Slice:
 		return "a list of " + plural(t.Elem())
@@ -335,17 +335,6 @@ func plural(t reflect.Type) string {
 		noun += ", each " + want(t)
 	}
 	return noun
-}
-
-// yamlKeys returns struct t's YAML keys in declaration order, and the type
-// each decodes into.
-func yamlKeys(t reflect.Type) ([]string, map[string]reflect.Type) {
-	keys, fields := yamlnode.Keys(t)
-	types := make(map[string]reflect.Type, len(fields))
-	for k, f := range fields {
-		types[k] = f.Type
-	}
-	return keys, types
 }
 
 // unknownKey says that key is not one of keys, suggesting the closest when

@@ -277,12 +277,17 @@ type Timeouts struct {
 
 // Load reads the file at path, resolving env: secrets from the process
 // environment. See Parse.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, os.LookupEnv) }
+
+// LoadWith is Load resolving env: secrets with lookup (see Parse): a
+// caller that reads a config only for some of its parts can stand in for
+// the secrets it does not use.
+func LoadWith(path string, lookup func(string) (string, bool)) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	c, err := Parse(data, path, os.LookupEnv)
+	c, err := Parse(data, path, lookup)
 	if err != nil {
 		return nil, err
 	}

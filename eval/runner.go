@@ -52,13 +52,12 @@ type Options struct {
 	WorkDir string
 }
 
-// job is one run to do.
 // findProgram checks that a command agent's program can be started: a
 // name with a path separator is a file (relative to the suite's folder,
 // where it runs), a bare name is looked up in PATH, as exec does. A
 // missing program would fail every run as a crash.
 func findProgram(dir, prog string) error {
-	if !strings.ContainsRune(prog, filepath.Separator) && !strings.ContainsRune(prog, '/') {
+	if filepath.Base(prog) == prog {
 		if _, err := exec.LookPath(prog); err != nil {
 			return fmt.Errorf("program %q is not in PATH", prog)
 		}
@@ -80,6 +79,7 @@ func findProgram(dir, prog string) error {
 	return nil
 }
 
+// job is one run to do.
 type job struct {
 	sc    *Scenario
 	index int

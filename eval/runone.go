@@ -103,7 +103,7 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 		// agent to exit 0: a command agent that dies is a failed run.
 		msg := fmt.Sprintf("exit: the agent exited with code %d", code)
 		if ee := (*exitError)(nil); errors.As(agentErr, &ee) {
-			msg += "; its stderr ended: " + ee.tail
+			msg += ee.stderr()
 		}
 		fails = append(fails, msg)
 	}
@@ -153,8 +153,11 @@ var errExit = errors.New("agent exited non-zero")
 // (a stack trace, a refusal it printed), for the run's failure.
 type exitError struct{ tail string }
 
-func (e *exitError) Error() string        { return errExit.Error() + "; its stderr ended: " + e.tail }
+func (e *exitError) Error() string        { return errExit.Error() + e.stderr() }
 func (e *exitError) Is(target error) bool { return target == errExit }
+
+// stderr is the words a failure adds for the command's stderr.
+func (e *exitError) stderr() string { return "; its stderr ended: " + e.tail }
 
 // stderrTailLines and stderrTailBytes bound what a failed run quotes of a
 // command's stderr: its last lines, the end of them when long.

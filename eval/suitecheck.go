@@ -75,7 +75,7 @@ func checkFields(n *yaml.Node, t reflect.Type, path []string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if len(path) > 0 && isNull(n) {
+	if len(path) > 0 && yamlnode.IsNull(n) {
 		return nil // an empty value leaves the field at its default
 	}
 	switch {
@@ -157,10 +157,6 @@ func checkMapping(n *yaml.Node, t reflect.Type, path []string, seen map[string]i
 		return badAt(bad, "a merge (<<) must bring in a mapping or a list of mappings, not "+describe(bad), path...)
 	}
 	return nil
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
 func appendPath(path []string, p string) []string {

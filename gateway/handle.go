@@ -216,7 +216,7 @@ func (c *call) serve() (int, error) {
 func (c *call) noteRefusal(status int, err error) {
 	n, ok := c.s.runs.(noter)
 	id := c.r.Header.Get(HeaderRunID)
-	if !ok || id == "" || c.tenant.Name == "" || status == http.StatusUnauthorized {
+	if !ok || id == "" || c.tenant.Name == "" { // no tenant: refused for its key
 		return
 	}
 	attrs := map[string]any{"http.response.status_code": int64(status), "error": err.Error()}

@@ -57,10 +57,10 @@ func KillNames(cfg *config.Config, t store.KillTarget) []string {
 }
 
 // NotServedError is a kill flag on a model, deployment or tenant that
-// nothing in a config can match: most likely a typo. Kill flags live in the store,
-// which other gateways (with other configs) and Go agents may share, so a
-// caller may still set it on purpose (the admin API's "force", the CLI's
-// --force).
+// nothing in a config can match: most likely a typo. Kill flags live in
+// the store, which other gateways (with other configs) and Go agents may
+// share, so a caller may still set it on purpose (the admin API's
+// "force", the CLI's --force).
 type NotServedError struct {
 	Target store.KillTarget // store.KillModel, store.KillDeployment or store.KillTenant
 	Name   string

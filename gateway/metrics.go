@@ -20,12 +20,11 @@ import (
 // store writes) are exported when Deps.Runs reports them, as RunTurns
 // does (see watchRuns).
 type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec // dialect, status
-	attempts *prometheus.CounterVec // deployment, reason ("ok" for success)
-	retries  *prometheus.CounterVec // deployment
-	// retriesRefused: deployment
-	retriesRefused *prometheus.CounterVec
+	reg            *prometheus.Registry
+	requests       *prometheus.CounterVec   // dialect, status
+	attempts       *prometheus.CounterVec   // deployment, reason ("ok" for success)
+	retries        *prometheus.CounterVec   // deployment
+	retriesRefused *prometheus.CounterVec   // deployment
 	fallbacks      *prometheus.CounterVec   // alias
 	breaker        *prometheus.GaugeVec     // deployment: 0 closed, 1 half-open, 2 open
 	spend          *prometheus.CounterVec   // tenant

@@ -60,8 +60,9 @@ models:
 // Adversary finding (session 6): a non-streaming call whose upstream
 // answers 200 text/event-stream with an empty body. ClassifyHTTP leaves a
 // 2xx event stream unread, so the body is classified after it is read
-// (stream_interrupted, transient): the call falls back to d2. The
-// "classified once" shortcut had skipped that, and relayed an empty 200.
+// (stream_interrupted, transient): the call falls back to d2. A shortcut
+// that classified a body once when it fit in ClassifyHTTP's head had
+// skipped that, and relayed an empty 200 (the shortcut is gone).
 func TestEmptyEventStreamOnNonStreamCallFallsBack(t *testing.T) {
 	var d2 atomic.Int64
 	gw, _ := twoDeployments(t, func(w http.ResponseWriter, r *http.Request) {

@@ -165,12 +165,8 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 		return c.overLimit(d, resp.StatusCode, limit)
 	}
 	body := append(head, rest...)
-	// A body that fit in the head was classified whole above; a 2xx event
-	// stream was left unread there (head nil) and is classified here.
-	if len(rest) > 0 || head == nil {
-		if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
-			return fe
-		}
+	if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
+		return fe
 	}
 	u, ok := c.f.usage(body)
 	if !ok {

@@ -215,11 +215,11 @@ func (m *Manager) load(ctx context.Context, id string, e *entry, held *Run) (*Ru
 func (m *Manager) Resume(ctx context.Context, id string) (*Run, error) { return m.Get(ctx, id) }
 
 // Note records an event on run id's span when this process holds the run
-// in memory and it belongs to tenant, and reports whether it did; a run only in the store is left
-// as it is (no read, no write). The gateway notes the requests of a run it
-// refused before their step could count (a malformed body, an unknown
-// model), so that the run's trace shows why an agent's call failed. The
-// run span is recorded again with the event.
+// in memory and it belongs to tenant, and reports whether it did; a run
+// only in the store is left as it is (no read, no write). The gateway
+// notes the requests of a run it refused before their step could count (a
+// malformed body, an unknown model), so that the run's trace shows why an
+// agent's call failed. The run span is recorded again with the event.
 func (m *Manager) Note(id, tenant, name string, attrs map[string]any) bool {
 	m.mu.Lock()
 	var r *Run

@@ -405,11 +405,7 @@ func killConfig(cmd *cobra.Command, file string) (*config.Config, error) {
 	if file == "" {
 		return config.Default(), nil
 	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, badInput(fmt.Errorf("config: %w", err))
-	}
-	cfg, err := config.Parse(data, file, unresolved)
+	cfg, err := config.LoadWith(file, unresolved)
 	if err != nil {
 		return nil, badInput(err)
 	}

@@ -164,12 +164,8 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 // store are not used either: the suite's limits apply, and the runs go to
 // the evaluation's store.
 func loadProviders(path string) (*config.Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
 	missing := map[string]bool{}
-	cfg, err := config.Parse(data, path, func(name string) (string, bool) {
+	cfg, err := config.LoadWith(path, func(name string) (string, bool) {
 		if v, ok := os.LookupEnv(name); ok {
 			return v, true
 		}
@@ -187,9 +183,6 @@ func loadProviders(path string) (*config.Config, error) {
 		}
 	}
 	cfg.Tenants, cfg.AdminKey = nil, config.Secret{}
-	if cfg.Sim.Script != "" && !filepath.IsAbs(cfg.Sim.Script) {
-		cfg.Sim.Script = filepath.Join(filepath.Dir(path), cfg.Sim.Script)
-	}
 	return cfg, nil
 }
 

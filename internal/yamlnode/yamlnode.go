@@ -84,6 +84,9 @@ func Resolve(n *yaml.Node) *yaml.Node {
 	}
 }
 
+// IsNull reports whether n is a null scalar (null, ~ or nothing).
+func IsNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
 // Keys returns struct t's YAML keys in declaration order and the field of
 // each: the yaml tag's name, or the lowercased field name without one;
 // unexported fields and fields tagged "-" have none.
