@@ -148,6 +148,7 @@ func (m *Manager) SetKill(ctx context.Context, k store.Kill) error {
 	// Applied here even when the store failed: a kill must not wait on it.
 	m.killMu.Lock()
 	m.setKills(m.loadKills().with(k))
+	m.killGen++
 	m.killMu.Unlock()
 	m.applyKills(ctx)
 	if serr != nil {
@@ -164,6 +165,7 @@ func (m *Manager) Unkill(ctx context.Context, target store.KillTarget, name stri
 	}
 	m.killMu.Lock()
 	m.setKills(m.loadKills().without(target, name))
+	m.killGen++
 	m.killMu.Unlock()
 	return nil
 }
@@ -182,15 +184,29 @@ func (m *Manager) loadKills() killSet {
 	return killSet{}
 }
 
-// refreshKills reads the flags from the store and applies them.
+// refreshKills reads the flags from the store and applies them. A flag
+// set or cleared in this process while the store was read is newer than
+// what was read: the store is read again, so that a read begun before a
+// Kill cannot put back the set without it (Kill, whose applying then
+// missed its own flag, returned with the run's steps still going).
 func (m *Manager) refreshKills(ctx context.Context) error {
-	ks, err := m.st.ListKills(ctx)
-	if err != nil {
-		return err
+	for {
+		m.killMu.Lock()
+		gen := m.killGen
+		m.killMu.Unlock()
+		ks, err := m.st.ListKills(ctx)
+		if err != nil {
+			return err
+		}
+		m.killMu.Lock()
+		if m.killGen != gen {
+			m.killMu.Unlock()
+			continue
+		}
+		m.setKills(newKillSet(ks))
+		m.killMu.Unlock()
+		break
 	}
-	m.killMu.Lock()
-	m.setKills(newKillSet(ks))
-	m.killMu.Unlock()
 	m.applyKills(ctx)
 	return nil
 }

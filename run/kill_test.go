@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/trace"
 )
 
@@ -214,5 +216,52 @@ func TestKillRacingSteps(t *testing.T) {
 	rec := f.stored(t, r.ID())
 	if b.Reserved != 0 || b.Settled != rec.Cost || rec.StopReason != "killed" || rec.Cost != cents(rec.InputTokens) {
 		t.Fatalf("ledger %+v, record %+v", b, rec)
+	}
+}
+
+// staleKills is a store whose next ListKills, once armed, reads the flags
+// and then waits for release before returning them: a refresh that read
+// the store just before a Kill in this process wrote it.
+type staleKills struct {
+	Store
+	armed         atomic.Bool
+	read, release chan struct{}
+}
+
+func (s *staleKills) ListKills(ctx context.Context) ([]store.Kill, error) {
+	ks, err := s.Store.ListKills(ctx)
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.read)
+		<-s.release
+	}
+	return ks, err
+}
+
+// A refresh of the flags that read the store before a Kill in this
+// process, and finishes after it, does not put back the set without that
+// kill: the process would stop honouring its own flag until the next
+// refresh (and the Kill, applying the set the refresh overwrote, could
+// miss its runs).
+func TestRefreshBegunBeforeAKillKeepsIt(t *testing.T) {
+	st := &staleKills{Store: memstore.New(), read: make(chan struct{}), release: make(chan struct{})}
+	m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	st.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- m.refreshKills(ctx) }()
+	<-st.read // the refresh holds the flags as they were: none
+	if err := m.Kill(ctx, store.KillTenant, "acme", "runaway"); err != nil {
+		t.Fatal(err)
+	}
+	close(st.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Killed(store.KillTenant, "acme"); !ok {
+		t.Error("the refresh that read the store before the kill dropped it from this process's flags")
 	}
 }

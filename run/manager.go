@@ -66,6 +66,10 @@ type Manager struct {
 
 	killMu sync.Mutex // serialises writers of kills
 	kills  atomic.Pointer[killSet]
+	// killGen counts the kill flags set or cleared in this process (under
+	// killMu), so that a store read begun before one does not overwrite it
+	// (see refreshKills).
+	killGen uint64
 
 	mu   sync.Mutex
 	live map[string]*entry            // runs held in memory, or being started or loaded

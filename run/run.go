@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -291,6 +292,19 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 		cause = failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", r.id, errEnded, status))
 	}
 	r.mu.Lock()
+	if r.ended && r.drained && hard {
+		// Drained by another goroutine (the same kill seen by the store's
+		// watcher, the deadline), which may not have canceled the steps
+		// yet: a hard end returns with them canceled (a cancel is
+		// idempotent; the first cause stays).
+		open, cause := slices.Collect(maps.Keys(r.open)), r.endCause
+		r.mu.Unlock()
+		r.cancel(cause)
+		for _, a := range open {
+			a.cancel(cause)
+		}
+		return nil
+	}
 	if r.ended && (r.drained || !hard) {
 		r.mu.Unlock()
 		return nil
@@ -401,11 +415,10 @@ func (r *Run) kill(ctx context.Context, k store.Kill) {
 	r.mu.Lock()
 	drained := r.drained
 	r.mu.Unlock()
-	if drained {
-		return
+	if !drained { // a drained run has had its end, and its kill event if killed
+		r.event("kill", map[string]any{"target": string(k.Target), "name": k.Name, "reason": k.Reason, "by": k.By})
 	}
-	r.event("kill", map[string]any{"target": string(k.Target), "name": k.Name, "reason": k.Reason, "by": k.By})
-	_ = r.end(ctx, store.RunStopped, killFailure(k), true)
+	_ = r.end(ctx, store.RunStopped, killFailure(k), true) // on a drained run: its steps are canceled on return
 }
 
 func (r *Run) event(name string, attrs map[string]any) {
