@@ -3,6 +3,7 @@ package failure
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -55,7 +56,8 @@ func ClassifyResponse(d Dialect, status int, h http.Header, body []byte) *Error 
 // whose promptFeedback has a blockReason is ContentFiltered; an HTML page in
 // a 2xx is a proxy's, not the API's, and is ServerError; a 2xx
 // text/event-stream body is classified as a stream (see ClassifyStream).
-// 1xx and 3xx responses are Unknown.
+// 1xx and 3xx responses are Unknown; a 3xx's message names where it
+// pointed (Location), since belay does not follow a provider's redirect.
 func ClassifyResponseAt(now time.Time, d Dialect, status int, h http.Header, body []byte) *Error {
 	success := status >= 200 && status < 300
 	if success && isEventStream(h) {
@@ -77,6 +79,8 @@ func ClassifyResponseAt(now time.Time, d Dialect, status int, h http.Header, bod
 		return nil
 	case success:
 		e = New(ServerError, plainMessage(body, true))
+	case status >= 300 && status < 400:
+		e = New(Unknown, redirectMessage(status, headerValue(h, "location")))
 	default:
 		r, ok := statusReason(status)
 		if !ok {
@@ -87,6 +91,16 @@ func ClassifyResponseAt(now time.Time, d Dialect, status int, h http.Header, bod
 	e.Status = status
 	applyHeaders(e, h, now)
 	return e
+}
+
+// redirectMessage says what a 3xx answer was: a caller of an API gets
+// its answer or an error, and a redirect is usually a base URL that is
+// not the API's (http:// for https://, a missing path).
+func redirectMessage(status int, location string) string {
+	if location == "" {
+		return fmt.Sprintf("redirect (%d) without a Location; check the deployment's base_url", status)
+	}
+	return fmt.Sprintf("redirect (%d) to %s, not followed; check the deployment's base_url", status, plainMessage([]byte(location), false))
 }
 
 // mayHoldError reports whether a 2xx body can carry an error object or a

@@ -207,3 +207,23 @@ func TestRegressionShouldRetryFalseObeyed(t *testing.T) {
 		t.Errorf("400: got %s NoRetry %v, want permanent with NoRetry", e.Kind, e.NoRetry)
 	}
 }
+
+// A 3xx names where it pointed: belay does not follow a provider's
+// redirect, and the usual cause is a base URL that is not the API's.
+func TestRedirectMessageNamesLocation(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		h      http.Header
+		want   string
+	}{
+		{301, hdr("location", "https://api.example.com/v1/chat/completions"),
+			"redirect (301) to https://api.example.com/v1/chat/completions, not followed; check the deployment's base_url"},
+		{308, hdr("Location", "/v2/chat"), "redirect (308) to /v2/chat, not followed; check the deployment's base_url"},
+		{307, nil, "redirect (307) without a Location; check the deployment's base_url"},
+	} {
+		e := ClassifyResponse(DialectOpenAI, c.status, c.h, nil)
+		if e == nil || e.Reason != Unknown || e.Kind != Permanent || e.Status != c.status || e.Message != c.want {
+			t.Errorf("%d: got %+v, want Unknown/Permanent with message %q", c.status, e, c.want)
+		}
+	}
+}

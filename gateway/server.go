@@ -74,7 +74,11 @@ type Server struct {
 	// disabled reports a deployment a kill flag disables (nil: none can).
 	disabled func(route.Deployment) bool
 	router   *route.Router
-	client   *http.Client
+	// upstream sends the attempts. It is called directly, not through an
+	// http.Client: an attempt is one request, and a provider's redirect
+	// is an answer to classify, not one to follow (a client would also
+	// copy the headers of every request in case one came).
+	upstream http.RoundTripper
 	log      *slog.Logger
 	metrics  *metrics
 	tenants  tenants
@@ -137,7 +141,7 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 	if up == nil {
 		up = defaultUpstream(cfg.Timeouts)
 	}
-	s.client = &http.Client{Transport: &upstreamMux{real: up, sim: deps.Sim}}
+	s.upstream = &upstreamMux{real: up, sim: deps.Sim}
 	s.handler = s.routes()
 	return s, nil
 }

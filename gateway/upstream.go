@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -114,9 +115,10 @@ func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent
 	}
 	f.setAuth(hr.Header, d.APIKey)
 	wd.arm(c.s.cfg.Timeouts.FirstByte.D(), errFirstByte)
-	resp, err := c.s.client.Do(hr)
+	resp, err := c.s.upstream.RoundTrip(hr)
 	if err != nil {
-		return nil, attemptError(ctx, err)
+		// As http.Client would: the error names the request.
+		return nil, attemptError(ctx, &url.Error{Op: "Post", URL: hr.URL.Redacted(), Err: err})
 	}
 	return resp, nil
 }
