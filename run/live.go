@@ -143,7 +143,7 @@ func (m *Manager) publish(id string, e *entry, r *Run, err error) {
 			delete(m.live, id)
 		}
 		if r != nil {
-			m.idle[id] = weak.Make(r)
+			m.keepIdle(r)
 		}
 	}
 	m.mu.Unlock()
@@ -267,7 +267,7 @@ func (m *Manager) evict(r *Run, idle bool) bool {
 		return false
 	}
 	delete(m.live, r.id)
-	m.idle[r.id] = weak.Make(r)
+	m.keepIdle(r)
 	return true
 }
 
@@ -354,10 +354,16 @@ func (m *Manager) countStop(reason failure.Reason) {
 	}
 }
 
-// track registers the cleanup that forgets r's weak reference once r is
-// collected.
-func (m *Manager) track(r *Run) {
-	runtime.AddCleanup(r, m.dropIdle, r.id)
+// keepIdle holds r weakly in the idle table (called under m.mu), and the
+// first time registers the cleanup that forgets that entry once r is
+// collected: a run that never leaves the live table needs none, and a
+// one-call run registers it after its answer, not before.
+func (m *Manager) keepIdle(r *Run) {
+	m.idle[r.id] = weak.Make(r)
+	if !r.tracked {
+		r.tracked = true
+		runtime.AddCleanup(r, m.dropIdle, r.id)
+	}
 }
 
 // FlushRun is Run.Flush for run id, if this process holds it (live or

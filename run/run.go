@@ -77,6 +77,9 @@ type Run struct {
 	// quoted: steps that Admitted.Quote announced and that have not
 	// settled yet; Flush waits for them. Under mu.
 	quoted int
+	// tracked: the cleanup that drops r's idle entry is registered (see
+	// Manager.keepIdle). Under Manager.mu.
+	tracked bool
 }
 
 // newRun builds the object for rec; a record that has ended gives an ended
@@ -88,7 +91,6 @@ func (m *Manager) newRun(rec store.Run, single bool) *Run {
 		lastActive: m.now(), single: single}
 	r.written = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
-	m.track(r)
 	if rec.Status != store.RunRunning {
 		r.ended, r.drained = true, true
 		r.cancel(failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", rec.ID, errEnded, rec.Status)))
