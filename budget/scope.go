@@ -34,13 +34,23 @@ func ParsePeriod(s string) (Period, error) {
 // (converted to UTC): "tenant:acme:2026-11" for Month,
 // "tenant:acme:2026-11-29" for Day. Any other Period is treated as Month.
 func TenantScope(tenant string, p Period, t time.Time) Scope {
-	layout := "2006-01"
-	if p == Day {
-		layout = "2006-01-02"
-	}
 	b := make([]byte, 0, len("tenant:")+len(tenant)+1+len("2006-01-02"))
 	b = append(append(append(b, "tenant:"...), tenant...), ':')
-	return Scope(t.UTC().AppendFormat(b, layout))
+	y, m, d := t.UTC().Date()
+	if y < 0 || y > 9999 { // time's own formatting, sign and all
+		layout := "2006-01"
+		if p == Day {
+			layout = "2006-01-02"
+		}
+		return Scope(t.UTC().AppendFormat(b, layout))
+	}
+	// On every call's admission: digits by hand, not a layout parsed.
+	b = append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10),
+		'-', byte('0'+m/10), byte('0'+m%10))
+	if p == Day {
+		b = append(b, '-', byte('0'+d/10), byte('0'+d%10))
+	}
+	return Scope(b)
 }
 
 // Alert reports that a scope's settled spend crossed a threshold of its
