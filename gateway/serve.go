@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -271,19 +270,8 @@ func Serve(ctx context.Context, cfg *config.Config, listening func(net.Addr)) er
 // working directory; the parent directory is created), postgres://URL, or
 // memory:// (an in-memory store, for tests and demos). See store/open.
 func OpenStore(ctx context.Context, url string) (store.Store, error) {
-	scheme, rest, _ := strings.Cut(url, "://")
-	switch scheme {
-	case "memory":
+	if scheme, _, _ := strings.Cut(url, "://"); scheme == "memory" {
 		return memstore.New(), nil
-	case "sqlite":
-		if rest == "" {
-			return nil, fmt.Errorf("gateway: store %q names no file", url)
-		}
-		if dir := filepath.Dir(rest); dir != "." {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("gateway: store: %w", err)
-			}
-		}
 	}
 	s, err := open.Open(ctx, url)
 	if err != nil {

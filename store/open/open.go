@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/belay-run/belay/store"
@@ -21,7 +23,8 @@ var ErrScheme = errors.New("store/open: unsupported store URL scheme")
 //   - sqlite://belay.db (relative to the working directory),
 //     sqlite:///var/lib/belay/belay.db (absolute), or a bare path such as
 //     belay.db or ./data/belay.db: the embedded SQLite store (store/sqlite),
-//     created on first use; the parent directory must exist;
+//     created on first use, with its parent directory (mode 0o755) when
+//     that is missing;
 //   - postgres://... or postgresql://...: the shared PostgreSQL store
 //     (store/postgres), the URL passed to pgx as is.
 //
@@ -52,6 +55,9 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 func openSQLite(ctx context.Context, path string) (store.Store, error) {
 	if path == "" {
 		return nil, errors.New("store/open: empty store URL")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("store/open: cannot create the directory of the store file %s: %w", path, err)
 	}
 	return sqlite.Open(ctx, path)
 }

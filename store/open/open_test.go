@@ -59,9 +59,51 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := open.Open(ctx, ""); err == nil {
 		t.Error(`Open(""): nil error`)
 	}
-	missing := filepath.Join(t.TempDir(), "missing", "belay.db")
-	if _, err := open.Open(ctx, "sqlite://"+missing); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Open in a missing directory: got %v, want fs.ErrNotExist", err)
+}
+
+// TestOpenCreatesDirectory: an SQLite file in a missing directory is
+// created with the directory (0o755), as belay serve did and belay eval
+// refused; a directory that cannot be made is an error that says so.
+func TestOpenCreatesDirectory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, url := range []string{
+		"sqlite://" + filepath.Join(dir, "a", "b", "belay.db"),
+		"file://" + filepath.Join(dir, "c", "belay.db"),
+		filepath.Join(dir, "d", "belay.db"),
+	} {
+		s, err := open.Open(ctx, url)
+		if err != nil {
+			t.Errorf("Open(%q): %v", url, err)
+			continue
+		}
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, sub := range []string{"a", "a/b", "c", "d"} {
+		fi, err := os.Stat(filepath.Join(dir, sub))
+		if err != nil {
+			t.Errorf("%s: %v", sub, err)
+			continue
+		}
+		// 0o755 less the umask: nothing beyond it, and the owner's bits.
+		if perm := fi.Mode().Perm(); !fi.IsDir() || perm&^0o755 != 0 || perm&0o700 != 0o700 {
+			t.Errorf("%s: mode %v, want a directory with 0o755 (less the umask)", sub, fi.Mode())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", "b", "belay.db")); err != nil {
+		t.Errorf("the store file: %v", err)
+	}
+
+	file := filepath.Join(dir, "plain")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := open.Open(ctx, "sqlite://"+filepath.Join(file, "sub", "belay.db"))
+	want := "store/open: cannot create the directory of the store file " + filepath.Join(file, "sub", "belay.db") + ": "
+	if err == nil || !strings.HasPrefix(err.Error(), want) || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open under a plain file: got %v, want an error starting %q", err, want)
 	}
 }
 

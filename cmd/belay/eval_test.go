@@ -1,0 +1,25 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestEvalCreatesStoreDirectory: belay eval creates the missing directory
+// of its SQLite store, as belay serve does (newcomer finding: serve made
+// sqlite://dir/x.db, eval refused it).
+func TestEvalCreatesStoreDirectory(t *testing.T) {
+	dir := t.TempDir()
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 1\nscenarios: [{name: a}]\n")
+	db := filepath.Join(dir, "new", "sub", "belay.db")
+	_, err := run(t, "eval", suite, "--quiet", "--no-progress", "--store", "sqlite://"+db)
+	wantCode(t, err, 0, "")
+	if _, err := os.Stat(db); err != nil {
+		t.Errorf("the store file: %v", err)
+	}
+
+	plain := writeText(t, dir, "plain", "")
+	_, err = run(t, "eval", suite, "--quiet", "--no-progress", "--store", "sqlite://"+filepath.Join(plain, "belay.db"))
+	wantCode(t, err, 2, "cannot create the directory of the store file "+filepath.Join(plain, "belay.db"))
+}
