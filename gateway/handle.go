@@ -66,6 +66,7 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 			s.log.LogAttrs(r.Context(), slog.LevelInfo, "call refused", slogString("tenant", c.tenant.Name),
 				slogString("model", c.alias), slogErr(err))
 			c.noteRefusal(status, err)
+		case upstreamRejectedCredentials(err): // logged at error level by the attempt that got it
 		default:
 			s.log.LogAttrs(r.Context(), levelFor(err), "model call failed",
 				slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias), slogErr(err),
@@ -311,9 +312,41 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 		c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
 	}
 	fe := publicFailure(asFailure(err), d.Name)
-	c.s.log.LogAttrs(c.r.Context(), slog.LevelDebug, "attempt failed", slogString("run", c.runID),
-		slogString("deployment", d.Name), slogErr(fe), slogString("detail", detail(fe)))
+	if rejectsCredentials(fe.Reason) {
+		c.logRejectedCredentials(d.Name, fe)
+	} else {
+		c.s.log.LogAttrs(c.r.Context(), slog.LevelDebug, "attempt failed", slogString("run", c.runID),
+			slogString("deployment", d.Name), slogErr(fe), slogString("detail", detail(fe)))
+	}
 	return fe
+}
+
+// rejectsCredentials reports whether an upstream failure with reason r is
+// the provider's refusal of a deployment's credentials: authentication
+// (HTTP 401, or Gemini's API_KEY_INVALID) or permission_denied (HTTP 403).
+// The router falls back from it as from a degraded deployment, but it is
+// a misconfiguration that lasts until the config is fixed.
+func rejectsCredentials(r failure.Reason) bool {
+	return r == failure.Authentication || r == failure.PermissionDenied
+}
+
+// upstreamRejectedCredentials reports whether the call's failure err is an
+// upstream's refusal of a deployment's credentials (see
+// rejectsCredentials), not belay's own refusal of a virtual key or a run.
+func upstreamRejectedCredentials(err error) bool {
+	fe := failure.As(err)
+	return fe != nil && fe.Deployment != "" && rejectsCredentials(fe.Reason)
+}
+
+// logRejectedCredentials logs at error level that the upstream rejected
+// the credentials of deployment dep, naming it, the HTTP status and the
+// provider's message.
+func (c *call) logRejectedCredentials(dep string, fe *failure.Error) {
+	c.s.log.LogAttrs(c.r.Context(), slog.LevelError,
+		fmt.Sprintf("upstream rejected the credentials of deployment %s (HTTP %d): check its api_key", dep, fe.Status),
+		slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias),
+		slogString("deployment", dep), slog.Int("status", fe.Status), slogString("reason", string(fe.Reason)),
+		slogString("provider_message", fe.Message))
 }
 
 // readBody reads the request body up to max_body_bytes; a larger body is a
