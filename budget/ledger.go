@@ -18,13 +18,18 @@ var ErrExceeded = errors.New("budget: reservation exceeds the limit")
 // BatchLedger.ReserveAll, so that a caller holding several reservations
 // learns which one did not fit.
 type ExceededError struct {
-	ID     string // the reservation refused
+	ID     string // the reservation refused; "" for a Spend kept under no id
 	Scope  Scope
 	Amount USD
 	Limit  USD
 }
 
+// Error names the reservation (when it has an id), its amount, the scope
+// and the scope's limit.
 func (e *ExceededError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("%v: %v does not fit in scope %q (limit %v)", ErrExceeded, e.Amount, e.Scope, e.Limit)
+	}
 	return fmt.Sprintf("%v: reservation %q of %v in scope %q (limit %v)", ErrExceeded, e.ID, e.Amount, e.Scope, e.Limit)
 }
 

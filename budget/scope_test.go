@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -43,6 +44,35 @@ func TestTenantScopeMatchesTimeFormat(t *testing.T) {
 			if got := TenantScope("acme", p, d); got != want {
 				t.Fatalf("TenantScope(%s, %v) = %q, want %q", p, d, got, want)
 			}
+		}
+	}
+}
+
+// An ExceededError names the reservation only when it has an id: a spend
+// kept under no id (a run's turn) printed `reservation ""` (newcomer
+// finding).
+func TestExceededErrorText(t *testing.T) {
+	usd := func(s string) USD {
+		a, err := ParseUSD(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for _, c := range []struct {
+		e    ExceededError
+		want string
+	}{
+		{ExceededError{ID: "r-7", Scope: "run:r1", Amount: usd("0.25"), Limit: usd("0.10")},
+			`budget: reservation exceeds the limit: reservation "r-7" of $0.25 in scope "run:r1" (limit $0.10)`},
+		{ExceededError{Scope: "tenant:acme:2026-11", Amount: usd("0.0006012"), Limit: usd("0.00000001")},
+			`budget: reservation exceeds the limit: $0.0006012 does not fit in scope "tenant:acme:2026-11" (limit $0.00000001)`},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+		if !errors.Is(&c.e, ErrExceeded) {
+			t.Errorf("%s: does not wrap ErrExceeded", c.want)
 		}
 	}
 }

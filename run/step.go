@@ -282,7 +282,7 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 			a.privateWritten() // nothing to write: refused
 			return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
 				Message: notFit(s.EstimatedCost, scopes[0].Scope, lim),
-				Cause:   &budget.ExceededError{ID: "first step", Scope: scopes[0].Scope, Amount: s.EstimatedCost, Limit: lim}}
+				Cause:   &budget.ExceededError{Scope: scopes[0].Scope, Amount: s.EstimatedCost, Limit: lim}}
 		}
 		if err := r.stillRunning(); err != nil {
 			a.privateWritten()
@@ -326,7 +326,8 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 		}
 		if turn && failed == 0 {
 			return &failure.Error{Kind: failure.Fatal, Reason: failure.MaxTurnsExceeded,
-				Message: fmt.Sprintf("run used its %d turns", maxTurns), Cause: err}
+				Message: fmt.Sprintf("run used its %d turns", maxTurns),
+				Cause:   &turnsUsedError{scope: TurnScope(r.id), limit: maxTurns, err: err}}
 		}
 		msg := fmt.Sprintf("estimated cost %s does not fit", s.EstimatedCost)
 		if ee, ok := errors.AsType[*budget.ExceededError](err); ok {
@@ -435,6 +436,22 @@ func (r *Run) stillRunning() error {
 
 // turnUnit is what one turn takes in a turn scope.
 const turnUnit = budget.USD(1)
+
+// turnsUsedError is the cause of a turn the ledger refused: the run's turn
+// scope holds its limit (another process may have used the turns). Its
+// text counts turns, where the ledger's error (wrapped) shows them as
+// amounts of turnUnit.
+type turnsUsedError struct {
+	scope budget.Scope
+	limit int
+	err   error
+}
+
+func (e *turnsUsedError) Error() string {
+	return fmt.Sprintf("%v: the turn limit of %d is used up in scope %q", budget.ErrExceeded, e.limit, e.scope)
+}
+
+func (e *turnsUsedError) Unwrap() error { return e.err }
 
 // TurnScope returns the ledger scope that counts the turns of a run with
 // a turn limit across processes: "turns:<runID>". Each admitted model step

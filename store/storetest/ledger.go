@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,4 +281,13 @@ func testLedgerBatch(t *testing.T, s store.Store) {
 	anon := budget.Reservation{Owner: "proc-1", Amount: 1, Spend: true, Scopes: []budget.ScopeLimit{lim("turns:r3", 0)}}
 	must(t, bl.ReserveAll(ctx, []budget.Reservation{anon, anon}))
 	wantBalance(t, s, "turns:r3", 2, 0)
+	// Refused, a spend without an id is named by its amount and scope,
+	// not by an empty id.
+	anon.Scopes = []budget.ScopeLimit{lim("turns:r3", 2)}
+	err = bl.ReserveAll(ctx, []budget.Reservation{anon, res("m8", 5, lim("run:r3", 0))})
+	if ee, ok := errors.AsType[*budget.ExceededError](err); !ok || ee.ID != "" ||
+		!strings.Contains(err.Error(), `budget: reservation exceeds the limit: $0.000000000001 does not fit in scope "turns:r3" (limit $0.000000000002)`) ||
+		strings.Contains(err.Error(), "reserve :") {
+		t.Fatalf("ReserveAll past the limit of a spend without an id: got %v, want ExceededError naming no id", err)
+	}
 }

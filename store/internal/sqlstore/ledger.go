@@ -43,10 +43,10 @@ func (c *Core) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	op := "reserve " + rs[0].ID
+	op := reserveOp(rs[0].ID)
 	all := make([][]budget.ScopeLimit, len(rs))
 	for i, r := range rs {
-		op := "reserve " + r.ID
+		op := reserveOp(r.ID)
 		scopes, err := codec.Scopes(r)
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", c.name, op, err)
@@ -66,6 +66,15 @@ func (c *Core) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
 		}
 		return nil
 	})
+}
+
+// reserveOp names the reservation id in errors: "reserve ID", or
+// "reserve" for a spend kept under no id.
+func reserveOp(id string) string {
+	if id == "" {
+		return "reserve"
+	}
+	return "reserve " + id
 }
 
 // spendScope adds amount to a scope's settled money if it fits (a

@@ -1,0 +1,64 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/belay-run/belay/gateway"
+)
+
+// The detail of a budget refusal's log line says which limit was hit and
+// the amounts, and names no reservation that has no id (newcomer finding:
+// `reservation ""`, with a run's turns shown as picodollars): a turn the
+// shared ledger refuses (another gateway on the same store used it), and
+// a run's first step that does not fit its cost limit.
+func TestBudgetRefusalLogDetail(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, regress6OK)
+	})
+	st, err := gateway.OpenStore(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "belay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	o := gateway.Options{Store: st, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))}
+	a := newGWOpts(t, tokenLimitConfig(up.URL, "{max_turns: 1}"), o)
+	b := newGWOpts(t, tokenLimitConfig(up.URL, "{max_turns: 1}"), o)
+	if resp, body := a.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "r1"); resp.StatusCode != 200 {
+		t.Fatalf("first turn: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := b.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "r1"); resp.StatusCode != 403 {
+		t.Fatalf("second turn, on the other gateway: %d %s, want 403 max_turns_exceeded", resp.StatusCode, body)
+	}
+	c := newGWOpts(t, tokenLimitConfig(up.URL, "{max_cost_usd: 0.0000001}"), o)
+	resp, body := c.do("POST", "/v1/chat/completions", chat)
+	if resp.StatusCode != 402 {
+		t.Fatalf("over the cost limit: %d %s, want 402", resp.StatusCode, body)
+	}
+	run := resp.Header.Get(gateway.HeaderRunID)
+
+	mu.Lock()
+	log := logged.String()
+	mu.Unlock()
+	for _, want := range []string{
+		`error="fatal: max_turns_exceeded: run used its 1 turns" detail="budget: reservation exceeds the limit: the turn limit of 1 is used up in scope \"turns:r1\""`,
+		`detail="budget: reservation exceeds the limit: $0.0006012 does not fit in scope \"run:` + run + `\" (limit $0.0000001)"`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %s:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, `reservation \"\"`) || strings.Contains(log, "first step") {
+		t.Errorf("log names a reservation that has no id:\n%s", log)
+	}
+}
