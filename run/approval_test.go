@@ -133,22 +133,31 @@ func TestQueueApprover(t *testing.T) {
 			}
 		})
 	})
-	t.Run("denied", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			f, r := setup(t)
-			var e effect
-			go func() {
-				time.Sleep(time.Minute)
-				p, _ := f.st.ListApprovals(context.Background(), store.ApprovalPending)
-				_, _ = f.st.DecideApproval(context.Background(), p[0].ID, store.ApprovalDenied, "bob", "no", time.Now())
-			}()
-			_, err := r.Tool(context.Background(), call, e.fn(`"sent"`, nil))
-			fe := wantReason(t, err, failure.ApprovalDenied, failure.Fatal)
-			if e.n.Load() != 0 || fe.Message == "" {
-				t.Fatalf("effect ran %d", e.n.Load())
-			}
+	// The error of a denied call carries who denied it (when recorded)
+	// and the note they gave (newcomer finding: the note was dropped).
+	for _, c := range []struct{ name, by, note, want string }{
+		{"denied", "bob", "order already refunded by phone", ` denied by bob: "order already refunded by phone"`},
+		{"denied without a name", "", "duplicate", ` denied: "duplicate"`},
+		{"denied without a note", "bob", "", ` denied by bob`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f, r := setup(t)
+				var e effect
+				go func() {
+					time.Sleep(time.Minute)
+					p, _ := f.st.ListApprovals(context.Background(), store.ApprovalPending)
+					_, _ = f.st.DecideApproval(context.Background(), p[0].ID, store.ApprovalDenied, c.by, c.note, time.Now())
+				}()
+				_, err := r.Tool(context.Background(), call, e.fn(`"sent"`, nil))
+				fe := wantReason(t, err, failure.ApprovalDenied, failure.Fatal)
+				a, _ := f.st.ListApprovals(context.Background(), "")
+				if want := "tool wire_money: approval " + a[0].ID + c.want; e.n.Load() != 0 || fe.Message != want {
+					t.Fatalf("effect ran %d, message %q, want %q", e.n.Load(), fe.Message, want)
+				}
+			})
 		})
-	})
+	}
 	t.Run("timeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f, r := setup(t)

@@ -175,7 +175,7 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 				return nil, fe // the run was killed or stopped while waiting
 			}
 			attrs[trace.AttrToolOutcome] = trace.ToolDenied
-			return nil, refusal(failure.ApprovalDenied, "tool %s: approval %s %s by %s", call.Name, ap.ID, ap.State, ap.DecidedBy)
+			return nil, refusal(failure.ApprovalDenied, "%s", denial(call.Name, ap))
 		}
 	}
 	key := call.IdempotencyKey
@@ -311,6 +311,21 @@ type keyCtx struct{}
 func IdempotencyKeyFrom(ctx context.Context) string {
 	k, _ := ctx.Value(keyCtx{}).(string)
 	return k
+}
+
+// denial is the message of a tool call whose approval a was not given:
+// the tool, the approval's id and state, who decided (when recorded) and
+// the note given with the decision (when there is one), quoted:
+// `tool wire_money: approval apr_… denied by bob: "already refunded"`.
+func denial(tool string, a store.Approval) string {
+	msg := fmt.Sprintf("tool %s: approval %s %s", tool, a.ID, a.State)
+	if a.DecidedBy != "" {
+		msg += " by " + a.DecidedBy
+	}
+	if a.Note != "" {
+		msg += fmt.Sprintf(": %q", a.Note)
+	}
+	return msg
 }
 
 func newApprovalID() string { return "apr_" + ids.New() }
