@@ -18,6 +18,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/belay-run/belay/config"
@@ -38,6 +39,11 @@ type Options struct {
 	// Bearer) in place of whatever credential the client set; needed when
 	// the gateway has tenants and the client holds a provider key.
 	Key string
+	// Logger receives the log lines of the gateway stack Open builds
+	// (failed calls, budget alerts, "gateway stopped" on Close); nil
+	// discards them: a library does not log unless asked to. New does not
+	// use it (the handler given logs as it was built to).
+	Logger *slog.Logger
 }
 
 // ErrNoHandler is returned by every request of a transport built without
@@ -101,14 +107,18 @@ type Transport struct {
 }
 
 // Open builds the gateway stack for cfg (config.Default() when nil: the
-// built-in simulator; its store is then in memory) and returns a
-// Transport over it. The caller closes it.
+// built-in simulator; its store is then in memory), logging to o.Logger
+// (nil: nowhere), and returns a Transport over it. The caller closes it.
 func Open(ctx context.Context, cfg *config.Config, o Options) (*Transport, error) {
 	if cfg == nil {
 		cfg = config.Default()
 		cfg.Store = "memory://"
 	}
-	st, err := gateway.Build(ctx, cfg, gateway.Options{})
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	st, err := gateway.Build(ctx, cfg, gateway.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,14 @@
 package transport_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -83,4 +87,66 @@ func TestNoHandler(t *testing.T) {
 	if !errors.Is(err, transport.ErrNoHandler) {
 		t.Errorf("err = %v", err)
 	}
+}
+
+// A transport Open builds logs nothing unless given a logger: the
+// library's user owns stderr (newcomer finding: Close wrote "gateway
+// stopped" at INFO through slog.Default()). Given one, it logs there.
+func TestOpenLogsOnlyWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	var deflt lockedBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&deflt, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	call := func(o transport.Options) {
+		t.Helper()
+		tr, err := transport.Open(ctx, nil, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", "http://x/v1/chat/completions",
+			strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`))
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("call: %d, want 200", resp.StatusCode)
+		}
+		if err := tr.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call(transport.Options{})
+	if got := deflt.String(); got != "" {
+		t.Errorf("without a Logger, the default logger got:\n%s", got)
+	}
+	var mine lockedBuffer
+	call(transport.Options{Logger: slog.New(slog.NewTextHandler(&mine, nil))})
+	if got := mine.String(); !strings.Contains(got, `level=INFO msg="gateway stopped" runs_ended=0`) {
+		t.Errorf("the given logger lacks the line of Close:\n%s", got)
+	}
+	if got := deflt.String(); got != "" {
+		t.Errorf("with a Logger, the default logger got:\n%s", got)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
