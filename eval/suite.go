@@ -193,6 +193,9 @@ func LoadSuite(path string) (*Suite, error) {
 	if err != nil {
 		return nil, located(err)
 	}
+	if err := checkNotConfig(root); err != nil {
+		return nil, located(err)
+	}
 	// The version first: a newer suite may use fields this belay lacks.
 	if err := checkVersion(root); err != nil {
 		return nil, located(err)

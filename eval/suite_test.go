@@ -191,3 +191,40 @@ func TestLoadSuiteUnreadable(t *testing.T) {
 		t.Errorf("empty file: %v", err)
 	}
 }
+
+// A gateway config given as the suite is named as such, with what a suite
+// needs (newcomer finding: `belay eval belay.yaml` said only "version is
+// required"). A suite missing its version is still told about that.
+func TestLoadSuiteGatewayConfig(t *testing.T) {
+	const cfg = `# belay serve --config belay.yaml
+listen: 127.0.0.1:4000
+admin_key: env:BELAY_ADMIN_KEY
+models:
+  - alias: gpt-4o-mini
+    deployments:
+      - {name: primary, provider: openai, model: gpt-4o-mini, api_key: env:OPENAI_API_KEY}
+tenants:
+  - {name: acme, key: env:ACME_KEY}
+limits: {max_turns: 20}
+`
+	path := writeSuite(t, cfg)
+	_, err := LoadSuite(path)
+	want := "bad suite: " + path + ":2: this looks like a gateway config (listen, admin_key, models, tenants, and no scenarios), " +
+		"the file of belay serve --config; belay eval takes a suite file, which needs version: 1, agent (go: NAME or command: " +
+		"[PROGRAM, …]) and scenarios (a suite runs its agent on a config's deployments with providers: {config: FILE})"
+	if !errors.Is(err, ErrBadSuite) || err == nil || err.Error() != want {
+		t.Errorf("a gateway config:\ngot  %v\nwant %s", err, want)
+	}
+	if _, err := LoadSuite("../examples/refund-agent/storm-belay.yaml"); err == nil || !strings.Contains(err.Error(), "this looks like a gateway config (models,") {
+		t.Errorf("the example gateway config: %v", err)
+	}
+	// Not a config: the usual errors.
+	for text, says := range map[string]string{
+		"runs: 3\nscenarios: [{name: a}]\n":                  "version is required",
+		"store: x\nagent: {go: a}\nscenarios: [{name: a}]\n": "version is required",
+	} {
+		if _, err := LoadSuite(writeSuite(t, text)); err == nil || !strings.Contains(err.Error(), says) || strings.Contains(err.Error(), "gateway config") {
+			t.Errorf("%q: %v, want %q", text, err, says)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,38 @@ func readDocument(b []byte) (*yaml.Node, error) {
 		return nil, errors.New("the file is empty")
 	}
 	return root, nil
+}
+
+// gatewayConfigKeys are top-level keys of a belay gateway config (see
+// package config) that a suite does not have; "deployments" is a models
+// entry's, often written at the top by mistake.
+var gatewayConfigKeys = []string{"listen", "store", "admin_key", "models", "deployments", "tenants", "retry",
+	"breaker", "pricing", "otlp", "redact", "capture", "timeouts", "max_body_bytes", "max_upstream_body_bytes"}
+
+// checkNotConfig refuses a document that looks like a gateway config
+// rather than a suite: a mapping with none of a suite's agent and
+// scenarios, and at least one of gatewayConfigKeys. The error names the
+// keys seen and says what a suite needs.
+func checkNotConfig(root *yaml.Node) error {
+	top := yamlnode.Resolve(root)
+	if top.Kind != yaml.MappingNode {
+		return nil // checkVersion says what a suite is
+	}
+	var seen []string
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		switch k := top.Content[i].Value; {
+		case k == "agent" || k == "scenarios":
+			return nil
+		case slices.Contains(gatewayConfigKeys, k):
+			seen = append(seen, k)
+		}
+	}
+	if len(seen) == 0 {
+		return nil
+	}
+	return badAt(top, fmt.Sprintf("this looks like a gateway config (%s, and no scenarios), the file of belay serve --config; "+
+		"belay eval takes a suite file, which needs version: %d, agent (go: NAME or command: [PROGRAM, …]) and scenarios "+
+		"(a suite runs its agent on a config's deployments with providers: {config: FILE})", strings.Join(seen, ", "), SuiteVersion))
 }
 
 // checkVersion reads only the version of a suite document, so a file of

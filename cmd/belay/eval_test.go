@@ -23,3 +23,13 @@ func TestEvalCreatesStoreDirectory(t *testing.T) {
 	_, err = run(t, "eval", suite, "--quiet", "--no-progress", "--store", "sqlite://"+filepath.Join(plain, "belay.db"))
 	wantCode(t, err, 2, "cannot create the directory of the store file "+filepath.Join(plain, "belay.db"))
 }
+
+// belay eval given a gateway config says so and exits 2 (newcomer
+// finding: no hint that the file was the wrong kind).
+func TestEvalGatewayConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeText(t, dir, "belay.yaml", "models:\n  - alias: m\n    deployments: [{name: d, provider: openai, model: m, api_key: env:K}]\ntenants: [{name: a, key: k}]\n")
+	_, err := run(t, "eval", cfg, "--quiet", "--no-progress", "--store", "sqlite://"+filepath.Join(dir, "belay.db"))
+	wantCode(t, err, 2, cfg+":1: this looks like a gateway config (models, tenants, and no scenarios), the file of belay serve --config; "+
+		"belay eval takes a suite file, which needs version: 1, agent")
+}
