@@ -80,10 +80,14 @@ func anthropicModelOf(alias string) anthropicModel {
 }
 
 // listModels answers GET /v1/models with the aliases served in the
-// caller's dialect. A bad Anthropic page parameter is a 400
-// invalid_request_error.
+// caller's dialect. A missing or unknown virtual key is refused as the
+// model endpoints refuse it (see identified); a bad Anthropic page
+// parameter is a 400 invalid_request_error.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	f := modelsFront(r)
+	if !s.identified(w, r, f) {
+		return
+	}
 	ids := s.servedIn(f.dialect())
 	if f.dialect() != failure.DialectAnthropic {
 		out := struct {
@@ -118,9 +122,13 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 
 // getModel answers GET /v1/models/{id}: the alias in the caller's
 // dialect's model shape, or 404 (OpenAI model_not_found, Anthropic
-// not_found_error) when the alias is not served in that dialect.
+// not_found_error) when the alias is not served in that dialect. A
+// missing or unknown virtual key is refused first (see identified).
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	f := modelsFront(r)
+	if !s.identified(w, r, f) {
+		return
+	}
 	id := r.PathValue("id")
 	if !slices.Contains(s.servedIn(f.dialect()), id) {
 		refuseModels(w, f, s.unknownModel(f.dialect(), id))
@@ -131,6 +139,20 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, openAIModelOf(id))
+}
+
+// identified reports whether r carries a virtual key of a configured
+// tenant (Authorization: Bearer KEY or x-api-key: KEY), as the model
+// endpoints require; with no tenants configured (open mode) every request
+// does. Otherwise it writes the model endpoints' refusal in f's dialect
+// (401; OpenAI code invalid_api_key, Anthropic authentication_error) and
+// returns false.
+func (s *Server) identified(w http.ResponseWriter, r *http.Request, f front) bool {
+	if _, fe := s.tenants.identify(r); fe != nil {
+		refuseModels(w, f, fe)
+		return false
+	}
+	return true
 }
 
 // refuseModels writes fe in f's dialect with x-should-retry: false.
