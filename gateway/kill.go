@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -98,4 +100,27 @@ func CheckKill(cfg *config.Config, t store.KillTarget, name string) error {
 		return nil
 	}
 	return &NotServedError{Target: t, Name: name, Config: cfg.Path, Known: known}
+}
+
+// NoRunError is a kill flag on a run the store does not hold: most likely
+// a mistyped id. A caller may still set it on purpose (the CLI's --force):
+// a run the gateway named itself (a call that sent no X-Belay-Run-Id) is
+// stored only when its call ends, and a flag may be set before its run
+// starts.
+type NoRunError struct {
+	ID string
+}
+
+// Error reads `no run "r-9" in the store`.
+func (e *NoRunError) Error() string { return fmt.Sprintf("no run %q in the store", e.ID) }
+
+// CheckKillRun returns a *NoRunError when runs holds no run id, nil when
+// it holds one (running or ended), and the store's other errors as they
+// are.
+func CheckKillRun(ctx context.Context, runs store.Runs, id string) error {
+	_, err := runs.GetRun(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return &NoRunError{ID: id}
+	}
+	return err
 }

@@ -328,7 +328,9 @@ provider model name (model), a deployment name (deployment), a tenant's name (te
 when the config has no tenants). The names are read from --config FILE (its env:
 secrets are not needed), or, without it, from the default config of belay serve; another name is
 refused, listing those served, unless --force is given (a gateway with another config, or a Go
-agent, sharing the store may serve it). With --config and no --store, the store is the config's.`,
+agent, sharing the store may serve it). A run flag must name a run in the store, unless --force is
+given (a run belay serve named itself is stored when its call ends). With --config and no --store,
+the store is the config's.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := killConfig(cmd, file)
@@ -352,6 +354,16 @@ agent, sharing the store may serve it). With --config and no --store, the store 
 				return badInput(fmt.Errorf("%w; %s to set the flag anyway (a gateway with another config, or a Go agent, sharing the store may serve it)", err, hint))
 			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				if target == store.KillRun && !force {
+					err := gateway.CheckKillRun(ctx, st, name)
+					if _, ok := errors.AsType[*gateway.NoRunError](err); ok {
+						url, _ := cmd.Flags().GetString("store")
+						return badInput(fmt.Errorf("%w %s; pass --force to set the flag anyway (a run belay serve named itself is stored when its call ends)", err, url))
+					}
+					if err != nil {
+						return err
+					}
+				}
 				k := store.Kill{Target: target, Name: name, Reason: reason, By: by, At: time.Now()}
 				if err := st.SetKill(ctx, k); err != nil {
 					return err
@@ -364,7 +376,7 @@ agent, sharing the store may serve it). With --config and no --store, the store 
 	c.Flags().StringVar(&reason, "reason", "", "why (recorded with the flag and in the runs it stops)")
 	c.Flags().StringVar(&by, "by", currentUser(), "who sets the flag")
 	c.Flags().StringVar(&file, "config", "", "the gateway's YAML config: the models and deployments a flag may name, and the store (default: those of belay serve without one)")
-	c.Flags().BoolVar(&force, "force", false, "set a model, deployment or tenant flag on a name the config does not serve")
+	c.Flags().BoolVar(&force, "force", false, "set a model, deployment or tenant flag on a name the config does not serve, or a run flag on a run the store does not hold")
 	return c
 }
 

@@ -355,6 +355,33 @@ func TestKill(t *testing.T) {
 	}
 }
 
+// A run flag must name a run the store holds (newcomer finding: `belay
+// kill run` took any id, silently); --force sets it anyway.
+func TestKillChecksRun(t *testing.T) {
+	url := seed(t)
+	_, _, err := belay(t, url, "kill", "run", "r9")
+	wantCode(t, err, 2, "")
+	if want := `no run "r9" in the store ` + url + "; pass --force to set the flag anyway (a run belay serve named itself is stored when its call ends)"; err.Error() != want {
+		t.Errorf("kill run r9: %v\nwant %s", err, want)
+	}
+	if kills := listKillsIn(t, url); len(kills) != 0 {
+		t.Fatalf("a refused kill set a flag: %+v", kills)
+	}
+	for _, args := range [][]string{{"kill", "run", "r1"}, {"kill", "run", "r2"}, {"kill", "run", "r9", "--force"}} {
+		out, _, err := belay(t, url, args...)
+		wantCode(t, err, 0, "")
+		wantLines(t, out, "killed run "+args[2])
+	}
+	names := []string{}
+	for _, k := range listKillsIn(t, url) {
+		names = append(names, string(k.Target)+" "+k.Name)
+	}
+	slices.Sort(names)
+	if got, want := strings.Join(names, ", "), "run r1, run r2, run r9"; got != want {
+		t.Errorf("flags %s, want %s", got, want)
+	}
+}
+
 // A model or deployment flag must name one the gateway's config serves
 // (newcomer finding: `belay kill model gtp-4o` set a flag that matched
 // nothing, silently); --force sets it anyway; unkill clears any name.
