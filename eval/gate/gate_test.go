@@ -365,3 +365,55 @@ func TestUSDFormat(t *testing.T) {
 		}
 	}
 }
+
+// The pass-rate line of the text report says which correction was
+// applied, in every case (newcomer finding: with overall the only row
+// able to reject, it claimed weighted Holm over "0 scenarios (+Inf
+// each)" while overall was tested alone at α; with no scenario on both
+// sides it gave the all-pass reason). The adjusted p-values show what was
+// applied.
+func TestWriteTextSaysTheCorrection(t *testing.T) {
+	g := func(name string, runs, passes int) Group { return Group{Name: name, Runs: runs, Passes: passes} }
+	cases := []struct {
+		name       string
+		base, cand []Group
+		header     string
+		corrected  bool // some row's adjusted p-value differs from its p-value
+	}{
+		{"weighted Holm", []Group{g("a", 100, 90), g("b", 100, 85), g("c", 20, 20)}, []Group{g("a", 100, 80), g("b", 100, 84), g("c", 20, 20)},
+			"weighted Holm over overall (weight 0.8) and 2 scenarios (0.1 each); 1 more all-pass or all-fail on both sides, not counted", true},
+		{"no row can reject", []Group{g("a", 20, 20), g("b", 20, 20)}, []Group{g("a", 20, 20), g("b", 20, 20)},
+			"no correction: every row passes all or fails all on both sides, so no test below can reject (their p-values are shown for reference)", false},
+		{"overall alone", []Group{g("a", 20, 20), g("b", 20, 0)}, []Group{g("a", 20, 20), g("b", 20, 0)},
+			"no correction: overall is the only row that can reject, tested alone at α (the 2 tested scenarios all pass or all fail on both sides)", false},
+		{"one scenario", []Group{g("a", 100, 90)}, []Group{g("a", 100, 80)},
+			"one scenario: it and overall are one test at α", false},
+		{"nothing tested", []Group{g("a", 20, 20)}, []Group{g("b", 20, 10)},
+			"nothing tested: no scenario has runs on both sides", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := Compare(c.base, c.cand, Config{AllowMissing: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := res.WriteText(&buf); err != nil {
+				t.Fatal(err)
+			}
+			line := strings.Split(buf.String(), "\n")[1]
+			if want := "pass rate: one-sided tests at α = 0.05, " + c.header; line != want {
+				t.Errorf("got  %s\nwant %s", line, want)
+			}
+			corrected := false
+			for _, row := range append(res.Scenarios, res.Overall) {
+				if row.Test != TestNone && row.AdjustedP != row.PValue {
+					corrected = true
+				}
+			}
+			if corrected != c.corrected {
+				t.Errorf("adjusted p-values differ from the p-values: %v, want %v (%+v)", corrected, c.corrected, res)
+			}
+		})
+	}
+}

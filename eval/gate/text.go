@@ -67,13 +67,23 @@ func (r Result) family() (in, out int) {
 	return in, out
 }
 
-// familyText says how the pass-rate tests were corrected.
+// familyText says how the pass-rate tests were corrected, as family
+// decided: nothing tested (no scenario has runs on both sides); no
+// correction when no row can reject, or when overall is the only row that
+// can (tested alone at α); one test at α when the only scenario that can
+// reject is the whole overall table; weighted Holm over overall and the
+// scenarios otherwise.
 func (r Result) familyText() string {
 	in, out := r.family()
 	var s string
 	switch {
+	case r.Overall.Test == TestNone:
+		return "nothing tested: no scenario has runs on both sides"
 	case !r.Overall.inFamily():
 		return "no correction: every row passes all or fails all on both sides, so no test below can reject (their p-values are shown for reference)"
+	case in == 0:
+		return fmt.Sprintf("no correction: overall is the only row that can reject, tested alone at α "+
+			"(the %d tested scenarios all pass or all fail on both sides)", out)
 	case in == 1 && r.mergedOverall():
 		s = "one scenario: it and overall are one test at α"
 	default:
