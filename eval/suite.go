@@ -302,7 +302,9 @@ func (s *Suite) validate() error {
 // commandAgentCheck refuses the expectations on tool calls in a suite whose
 // agent is a command: the command runs its tools itself, so no tool span
 // reaches the trace, and called would always fail while not_called,
-// at_most_once and trajectory would pass without checking anything.
+// at_most_once, trajectory and an explicit no_unapproved_irreversible: true
+// would pass without checking anything. (no_unapproved_irreversible left
+// out, or false, asks for no check.)
 func (e *Expect) commandAgentCheck(i int) error {
 	for _, f := range []struct {
 		name string
@@ -312,6 +314,7 @@ func (e *Expect) commandAgentCheck(i int) error {
 		{"not_called", len(e.NotCalled) > 0},
 		{"at_most_once", len(e.AtMostOnce) > 0},
 		{"trajectory", e.Trajectory != nil},
+		{"no_unapproved_irreversible", e.NoUnapprovedIrreversible != nil && *e.NoUnapprovedIrreversible},
 	} {
 		if f.set {
 			return bad("checks the tool calls of an in-process Go agent (agent.go), whose tools run through belay; "+

@@ -153,6 +153,13 @@ func TestLoadSuiteErrors(t *testing.T) {
 		{"not_called with a command agent", strings.Replace(strings.Replace(goodSuite, "{go: demo-agent}", "{command: [./agent]}", 1),
 			"      trajectory: {mode: subset, tools: [lookup]}\n", "      not_called: [refund]\n", 1),
 			"not_called: [refund]", "scenarios.0.expect.not_called", "in-process Go agent"},
+		// Nor would an explicit no_unapproved_irreversible: true (newcomer
+		// finding: accepted, checking nothing).
+		{"no_unapproved_irreversible with a command agent", strings.Replace(strings.Replace(goodSuite, "{go: demo-agent}", "{command: [./agent]}", 1),
+			"      trajectory: {mode: subset, tools: [lookup]}\n", "      no_unapproved_irreversible: true\n", 1),
+			"no_unapproved_irreversible: true", "scenarios.0.expect.no_unapproved_irreversible",
+			"checks the tool calls of an in-process Go agent (agent.go), whose tools run through belay; " +
+				"a command agent runs its own, which belay does not see: check what it did through its world file and expect.check"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -225,6 +232,18 @@ limits: {max_turns: 20}
 	} {
 		if _, err := LoadSuite(writeSuite(t, text)); err == nil || !strings.Contains(err.Error(), says) || strings.Contains(err.Error(), "gateway config") {
 			t.Errorf("%q: %v, want %q", text, err, says)
+		}
+	}
+}
+
+// A command agent's scenario may leave no_unapproved_irreversible out or
+// set it false (neither asks belay to check its tools); true is refused
+// (TestLoadSuiteErrors).
+func TestCommandAgentNoUnapprovedIrreversibleOff(t *testing.T) {
+	for _, expect := range []string{"{exit_code: 0}", "{no_unapproved_irreversible: false}"} {
+		text := "version: 1\nagent: {command: [./agent]}\nscenarios:\n  - {name: a, expect: " + expect + "}\n"
+		if _, err := LoadSuite(writeSuite(t, text)); err != nil {
+			t.Errorf("expect %s: %v", expect, err)
 		}
 	}
 }

@@ -33,3 +33,13 @@ func TestEvalGatewayConfig(t *testing.T) {
 	wantCode(t, err, 2, cfg+":1: this looks like a gateway config (models, tenants, and no scenarios), the file of belay serve --config; "+
 		"belay eval takes a suite file, which needs version: 1, agent")
 }
+
+// A command agent's scenario that expects no_unapproved_irreversible: true
+// is bad input (exit 2): belay cannot see a command agent's tools.
+func TestEvalCommandAgentNoUnapprovedIrreversible(t *testing.T) {
+	dir := t.TempDir()
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 1\n"+
+		"scenarios:\n  - name: refund\n    expect: {no_unapproved_irreversible: true}\n")
+	_, err := run(t, "eval", suite, "--quiet", "--no-progress", "--store", "sqlite://"+filepath.Join(dir, "belay.db"))
+	wantCode(t, err, 2, suite+":6: scenarios.0.expect.no_unapproved_irreversible: checks the tool calls of an in-process Go agent")
+}
