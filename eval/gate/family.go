@@ -42,6 +42,7 @@ func (res *Result) testPassRates(cfg Config) {
 	for i, adj := range weightedHolm(ps, ws) {
 		for _, row := range fam[i].rows {
 			row.AdjustedP = adj
+			row.holm = len(fam) > 1
 			row.decidePassRate(cfg.Alpha)
 		}
 	}

@@ -74,15 +74,19 @@ type Row struct {
 	Name       string
 	Presence   Presence
 	Base, Cand Counts
-	Test       Test       // which test gave PValue
-	Z          float64    // pooled z statistic, positive when the candidate is worse (also shown for Fisher rows)
-	PValue     float64    // one-sided p-value; NaN when not tested
-	AdjustedP  float64    // weighted-Holm-adjusted p-value (see the package doc); flagged when ≤ Alpha; NaN when not tested
-	Cost       RatioCheck // cost per successful run
-	Latency    RatioCheck // p95 latency
-	Flags      []Flag     // the regressions found; empty when the row passes
-	Warnings   []Flag     // rises reported without failing the gate (p95 latency unless Config.LatencyFails)
-	Why        string     // one or more sentences explaining the verdict
+	Test       Test    // which test gave PValue
+	Z          float64 // pooled z statistic, positive when the candidate is worse (also shown for Fisher rows)
+	PValue     float64 // one-sided p-value; NaN when not tested
+	AdjustedP  float64 // weighted-Holm-adjusted p-value (see the package doc); flagged when ≤ Alpha; NaN when not tested
+	// holm: AdjustedP is weighted Holm's over two or more hypotheses;
+	// otherwise it is the row's own p-value (tested alone, or unable to
+	// reject), and the explanation does not call it adjusted.
+	holm     bool
+	Cost     RatioCheck // cost per successful run
+	Latency  RatioCheck // p95 latency
+	Flags    []Flag     // the regressions found; empty when the row passes
+	Warnings []Flag     // rises reported without failing the gate (p95 latency unless Config.LatencyFails)
+	Why      string     // one or more sentences explaining the verdict
 }
 
 // Regressed reports whether the row has any flag.
@@ -253,7 +257,9 @@ func (r *Row) passRateWhy(alpha float64) string {
 	if r.Test == TestFisher {
 		test = fmt.Sprintf("Fisher exact test for small counts, one-sided p = %s", pfmt(r.PValue))
 	}
-	test += fmt.Sprintf(", Holm-adjusted p = %s", pfmt(r.AdjustedP))
+	if r.holm {
+		test += fmt.Sprintf(", Holm-adjusted p = %s", pfmt(r.AdjustedP))
+	}
 	rates := fmt.Sprintf("%s → %s", pct(r.Base.Rate), pct(r.Cand.Rate))
 	if r.AdjustedP <= alpha {
 		return fmt.Sprintf("pass rate fell %s (%s ≤ α = %g)", rates, test, alpha)
