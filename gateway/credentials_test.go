@@ -41,7 +41,7 @@ func TestRejectedCredentialsLoggedAsError(t *testing.T) {
 			`level=ERROR msg="upstream rejected the credentials of deployment d1 (HTTP 401): check its api_key" run=`,
 		}},
 		{"both rejected", bad403, bad401, 401, []string{
-			`level=ERROR msg="upstream rejected the credentials of deployment d1 (HTTP 403): check its api_key" run=`,
+			`level=ERROR msg="upstream denied deployment d1 permission (HTTP 403): check its api_key and what its account may use (see provider_message)" run=`,
 			`level=ERROR msg="upstream rejected the credentials of deployment d2 (HTTP 401): check its api_key" run=`,
 		}},
 	}

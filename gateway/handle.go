@@ -339,11 +339,16 @@ func upstreamRejectedCredentials(err error) bool {
 }
 
 // logRejectedCredentials logs at error level that the upstream rejected
-// the credentials of deployment dep, naming it, the HTTP status and the
-// provider's message.
+// the credentials of deployment dep (authentication), or refused what
+// they may do (permission_denied: a key without access to the model, an
+// account's region), naming it, the HTTP status and the provider's
+// message.
 func (c *call) logRejectedCredentials(dep string, fe *failure.Error) {
-	c.s.log.LogAttrs(c.r.Context(), slog.LevelError,
-		fmt.Sprintf("upstream rejected the credentials of deployment %s (HTTP %d): check its api_key", dep, fe.Status),
+	msg := fmt.Sprintf("upstream rejected the credentials of deployment %s (HTTP %d): check its api_key", dep, fe.Status)
+	if fe.Reason == failure.PermissionDenied {
+		msg = fmt.Sprintf("upstream denied deployment %s permission (HTTP %d): check its api_key and what its account may use (see provider_message)", dep, fe.Status)
+	}
+	c.s.log.LogAttrs(c.r.Context(), slog.LevelError, msg,
 		slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias),
 		slogString("deployment", dep), slog.Int("status", fe.Status), slogString("reason", string(fe.Reason)),
 		slogString("provider_message", fe.Message))
