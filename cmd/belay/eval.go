@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -14,6 +16,8 @@ import (
 	"github.com/belay-run/belay/eval/harness"
 	"github.com/belay-run/belay/eval/stats"
 	refund "github.com/belay-run/belay/examples/refund-agent/agent"
+	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/store/open"
 )
 
@@ -79,7 +83,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 			if w := cmd.ErrOrStderr(); !noBar && !quiet && isTerminal(w) {
 				opt.Progress = w // a bar redrawn in a log or a CI job's output is noise
 			}
-			st, err := open.Open(ctx, storeURL)
+			st, err := openEvalStore(ctx, storeURL)
 			if err != nil {
 				return badInput(err)
 			}
@@ -95,7 +99,11 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 				if err := rep.WriteText(out); err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", storeURL, storeURL)
+				if inMemory(storeURL) {
+					fmt.Fprintf(out, "\ntraces: none kept (--store %s holds them in memory until belay eval exits)\n", storeURL)
+				} else {
+					fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", storeURL, storeURL)
+				}
 			}
 			for _, w := range []struct {
 				flag, path string
@@ -120,7 +128,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 	f := c.Flags()
 	f.IntVar(&runs, "runs", 0, "runs per scenario, ≥ 1 (overrides the suite)")
 	f.Int64Var(&seed, "seed", 0, "seed (overrides the suite)")
-	f.StringVar(&storeURL, "store", "sqlite://belay.db", "store for runs and traces: sqlite://PATH or postgres://URL")
+	f.StringVar(&storeURL, "store", "sqlite://belay.db", "store for runs and traces: sqlite://PATH, postgres://URL, or memory:// (nothing kept after the run)")
 	f.StringVar(&jsonOut, "json", "", "write the JSON report (the baseline format for belay gate) to FILE")
 	f.StringVar(&junit, "junit", "", "write JUnit XML to FILE")
 	f.StringVar(&markdown, "markdown", "", "write a Markdown summary to FILE")
@@ -221,4 +229,20 @@ func writeFile(path string, write func(io.Writer) error) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// openEvalStore opens the store of belay eval: memory:// is an in-memory
+// store (the report is whole; the traces go when the process exits), any
+// other URL is store/open's.
+func openEvalStore(ctx context.Context, url string) (store.Store, error) {
+	if inMemory(url) {
+		return memstore.New(), nil
+	}
+	return open.Open(ctx, url)
+}
+
+// inMemory reports whether url names the in-memory store (memory://).
+func inMemory(url string) bool {
+	scheme, _, _ := strings.Cut(url, "://")
+	return scheme == "memory"
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +43,18 @@ func TestEvalCommandAgentNoUnapprovedIrreversible(t *testing.T) {
 		"scenarios:\n  - name: refund\n    expect: {no_unapproved_irreversible: true}\n")
 	_, err := run(t, "eval", suite, "--quiet", "--no-progress", "--store", "sqlite://"+filepath.Join(dir, "belay.db"))
 	wantCode(t, err, 2, suite+":6: scenarios.0.expect.no_unapproved_irreversible: checks the tool calls of an in-process Go agent")
+}
+
+// belay eval takes --store memory:// as belay serve does (helper finding:
+// eval refused it): the report is whole, and it says no traces are kept.
+func TestEvalMemoryStore(t *testing.T) {
+	dir := t.TempDir()
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 2\nscenarios: [{name: a}]\n")
+	out, err := run(t, "eval", suite, "--no-progress", "--store", "memory://")
+	wantCode(t, err, 0, "")
+	for _, want := range []string{"a         2     2     1.000", "traces: none kept (--store memory:// holds them in memory until belay eval exits)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }
