@@ -43,6 +43,8 @@ func (anthropicFront) newStream(r *request) streamFollower {
 }
 
 // usage decodes only the body's top-level "usage" member.
+func (anthropicFront) answerMember() string { return "content" }
+
 func (anthropicFront) usage(body []byte) (dialect.Usage, bool) {
 	var u *anthropic.Usage
 	if dialect.DecodeMember(body, "usage", &u) != nil || u == nil {

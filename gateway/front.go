@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/belay-run/belay/dialect"
@@ -25,10 +27,40 @@ type front interface {
 	newStream(r *request) streamFollower
 	// usage reads the usage of a complete non-streamed response body.
 	usage(body []byte) (dialect.Usage, bool)
+	// answerMember is the member a 2xx non-streamed response body of this
+	// dialect always has, an array: "choices" (an OpenAI chat
+	// completion), "content" (an Anthropic message). See answerFault.
+	answerMember() string
 	// upstreamURL returns the endpoint URL for a deployment's base URL.
 	upstreamURL(base string) string
 	// setAuth sets the credential and version headers on an upstream request.
 	setAuth(h http.Header, apiKey string)
+}
+
+// answerFault returns why body, the whole body of a 2xx answer to a
+// non-streamed call, is not an answer a client can use, or "": it must be
+// one JSON object with the array member (see front.answerMember). An
+// empty body, a cut one, plain text, an event stream, {} and [1,2] are
+// not; a provider that answered with one is treated as having failed
+// (ServerError: retried, then fallen back from), never relayed as a
+// success.
+func answerFault(body []byte, member string) string {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "an empty body"
+	}
+	found := false
+	err := dialect.EachMember(body, func(name, value []byte) {
+		if string(name) == member && len(value) > 0 && value[0] == '[' {
+			found = true
+		}
+	})
+	switch {
+	case err != nil:
+		return fmt.Sprintf("not one JSON object (%d bytes: %s)", len(body), err)
+	case !found:
+		return fmt.Sprintf("a JSON object without the %q array", member)
+	}
+	return ""
 }
 
 // request is what the gateway needs to know about one client request.

@@ -74,6 +74,8 @@ func (openAIFront) newStream(r *request) streamFollower {
 // usage decodes only the body's top-level "usage" member (as
 // openai.Completion's Usage field); the rest of the body is checked to be
 // a JSON object, not decoded.
+func (openAIFront) answerMember() string { return "choices" }
+
 func (openAIFront) usage(body []byte) (dialect.Usage, bool) {
 	u, ok := openai.ResponseUsage(body)
 	if !ok {

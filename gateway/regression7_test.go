@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -42,5 +43,65 @@ func TestUpstreamRedirectIsNotFollowed(t *testing.T) {
 	want := "redirect (307) to " + other.URL + "/v1/chat/completions, not followed; check the deployment's base_url"
 	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(b), want) || d2.Load() != 0 {
 		t.Errorf("status %d, body %s, d2 called %d times; want 500 naming %q, no fallback", resp.StatusCode, b, d2.Load(), want)
+	}
+}
+
+const regress7Message = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":2}}`
+
+// Adversary finding (session 7): a 2xx answer to a non-streamed call whose
+// body no client can use (cut, empty, plain text, an event stream, an
+// object without the dialect's choices/content, not an object) was
+// relayed as a success, the run counted as succeeded. It is a server
+// error: d1's attempt fails and d2 answers, in both dialects.
+func TestUnusableSuccessBodyFallsBack(t *testing.T) {
+	bodies := map[string]struct{ ctype, body string }{
+		"cut":          {"application/json", `{"id":"c1","choices":[{"message":{"content":"trunc`},
+		"empty":        {"application/json", ``},
+		"plain text":   {"text/plain", `hello`},
+		"event stream": {"text/event-stream", "data: {\"choices\":[]}\n\ndata: [DONE]\n\n"},
+		"empty object": {"application/json", `{}`},
+		"array":        {"application/json", `[1,2]`},
+		"null member":  {"application/json", `{"choices":null,"content":null}`},
+	}
+	for _, dl := range []struct {
+		provider, model, path, base, request, ok, member string
+	}{
+		{"openai", "gpt-4o-mini", "/v1/chat/completions", "/v1", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, regress6OK, "choices"},
+		{"anthropic", "claude-sonnet-4-5", "/v1/messages", "", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, regress7Message, "content"},
+	} {
+		for name, bad := range bodies {
+			t.Run(dl.provider+"/"+name, func(t *testing.T) {
+				var d1, d2 atomic.Int64
+				s1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					d1.Add(1)
+					w.Header().Set("Content-Type", bad.ctype)
+					io.WriteString(w, bad.body)
+				}))
+				t.Cleanup(s1.Close)
+				s2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					d2.Add(1)
+					w.Header().Set("Content-Type", "application/json")
+					io.WriteString(w, dl.ok)
+				}))
+				t.Cleanup(s2.Close)
+				g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1000}
+models:
+  - alias: m
+    deployments:
+      - {name: d1, provider: %[1]s, model: %[2]s, base_url: "%[3]s%[5]s", api_key: k}
+      - {name: d2, provider: %[1]s, model: %[2]s, base_url: "%[4]s%[5]s", api_key: k}
+`, dl.provider, dl.model, s1.URL, s2.URL, dl.base), nil)
+				resp, body := g.do("POST", dl.path, dl.request, "anthropic-version", "2023-06-01")
+				if resp.StatusCode != 200 || body != dl.ok || resp.Header.Get("X-Belay-Deployment") != "d2" ||
+					resp.Header.Get("X-Belay-Attempts") != "2" || d1.Load() != 1 || d2.Load() != 1 {
+					t.Errorf("status %d, body %s, deployment %q, attempts %q, d1 %d, d2 %d; want d2's answer after d1's one attempt",
+						resp.StatusCode, body, resp.Header.Get("X-Belay-Deployment"), resp.Header.Get("X-Belay-Attempts"), d1.Load(), d2.Load())
+				}
+			})
+		}
 	}
 }

@@ -170,6 +170,14 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
 		return fe
 	}
+	if fault := answerFault(body, c.f.answerMember()); fault != "" {
+		// The provider may have billed what it generated: charged as a
+		// cut stream without usage is, estimated.
+		c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: dialect.EstimateTokens(int64(len(body)))}, true)
+		fe := failure.New(failure.ServerError, "the upstream's 2xx answer is "+fault)
+		fe.Status = resp.StatusCode
+		return fe
+	}
 	u, ok := c.f.usage(body)
 	if !ok {
 		u = dialect.Usage{Input: c.req.promptTokens, Output: dialect.EstimateTokens(int64(len(body)))}
