@@ -1,13 +1,21 @@
 package gateway_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/memstore"
 )
 
 // A provider's redirect is an answer to classify, not one to follow: the
@@ -103,5 +111,60 @@ models:
 				}
 			})
 		}
+	}
+}
+
+// Adversary finding (session 7): a deployment whose model has no price (a
+// fine-tune, a model the table lacks) was reserved and charged $0, so a
+// run's money limit never held for it. With a money limit in the config
+// the gateway refuses to start, naming the deployments and the pricing:
+// entry to add; a pricing: entry makes it start and charge; without money
+// limits it starts with a warning.
+func TestUnpricedDeploymentWithMoneyLimit(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, okCompletion, 1_000_000, 1_000_000)
+	})
+	deps := fmt.Sprintf(`models:
+  - alias: m
+    deployments:
+      - {name: ft, provider: openai, model: "ft:gpt-4o-mini-2024-07-18:acme::abc123", base_url: %q, api_key: k}
+      - {name: ok, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}
+`, up.URL+"/v1", up.URL+"/v1")
+	build := func(y string, log *bytes.Buffer) error {
+		cfg, err := config.Parse([]byte(y), "belay.yaml", func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.NewTextHandler(log, nil))})
+		if err == nil {
+			st.Close(context.Background())
+		}
+		return err
+	}
+	var log bytes.Buffer
+	err := build("store: memory://\nlimits: {max_cost_usd: 2}\n"+deps, &log)
+	want := `belay.yaml: no price for deployment ft (openai model "ft:gpt-4o-mini-2024-07-18:acme::abc123"), so limits.max_cost_usd $2.00 ` +
+		`would count its calls as $0: add the model under pricing: (USD per million tokens), e.g. pricing: {"ft:gpt-4o-mini-2024-07-18:acme::abc123": {input: 0.30, output: 1.20}}`
+	var ue *gateway.UnpricedError
+	if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("with a run money limit: %v\nwant %s…", err, want)
+	}
+	err = build("store: memory://\nlimits: {max_turns: 5}\ntenants: [{name: a, key: k, budget: {usd: 10}}]\n"+deps, &log)
+	if err == nil || !strings.Contains(err.Error(), "so tenant a's budget $10.00 would count its calls as $0") {
+		t.Errorf("with a tenant budget: %v", err)
+	}
+	log.Reset()
+	if err := build("store: memory://\nlimits: {max_turns: 5}\n"+deps, &log); err != nil {
+		t.Errorf("without money limits: %v", err)
+	}
+	if !strings.Contains(log.String(), `level=WARN msg="no price for these deployments`) || !strings.Contains(log.String(), "ft:gpt-4o-mini") {
+		t.Errorf("without money limits, no warning naming the deployment:\n%s", log.String())
+	}
+	// Priced by the config: it starts, and a call is charged at that price.
+	g := newGW(t, "store: memory://\nlimits: {max_cost_usd: 2}\npricing: {\"ft:gpt-4o-mini-2024-07-18:acme::abc123\": {input: 0.30, output: 1.20}}\n"+deps, nil)
+	resp, body := g.do("POST", "/v1/chat/completions", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Belay-Cost-Usd") != "1.50" {
+		t.Errorf("priced fine-tune: status %d, cost %q, body %s; want 200 at $1.50 (1M in at $0.30, 1M out at $1.20)", resp.StatusCode, resp.Header.Get("X-Belay-Cost-Usd"), body)
 	}
 }

@@ -106,6 +106,9 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPriced(cfg, pricing, st.log); err != nil {
+		return nil, err
+	}
 	ropts := trace.RecorderOptions{Payload: trace.PayloadPolicy{Capture: trace.Capture(cfg.Capture)}, Logger: o.Logger}
 	if cfg.Capture == config.CaptureRedacted && len(cfg.Redact) > 0 {
 		red, err := trace.NewRedactor(cfg.Redact)
@@ -304,6 +307,74 @@ func pricingFor(cfg *config.Config) (*budget.Pricing, error) {
 		return nil, fmt.Errorf("gateway: pricing: %w", err)
 	}
 	return p, nil
+}
+
+// UnpricedError is a config whose money limits cannot hold: a deployment's
+// model has no price (not in the built-in table, no pricing: entry), so
+// its calls would be reserved and charged $0.
+type UnpricedError struct {
+	Config      string   // the config file, "" for one built in code
+	Deployments []string // `d1 (openai model "ft:…")`, in config order
+	Limit       string   // the money limit that would not hold, as written in the config
+	Example     string   // a pricing: entry to copy
+}
+
+func (e *UnpricedError) Error() string {
+	where := ""
+	if e.Config != "" {
+		where = e.Config + ": "
+	}
+	return fmt.Sprintf("%sno price for deployment %s, so %s would count its calls as $0: add the model under pricing: "+
+		"(USD per million tokens), e.g. %s, with input: 0 and output: 0 for a model that costs nothing",
+		where, strings.Join(e.Deployments, ", "), e.Limit, e.Example)
+}
+
+// checkPriced refuses a config with money limits (limits.max_cost_usd,
+// a tenant's, or a tenant budget) and a deployment whose model pricing
+// does not price: the limits would not hold for its calls (adversary
+// finding: a fine-tuned model's calls ran past a run's money limit at $0
+// each). Without money limits, such deployments are named in a warning:
+// a client's X-Belay-Max-Cost-Usd does not hold for them either, and
+// x-belay-cost-usd says 0.
+func checkPriced(cfg *config.Config, pricing *budget.Pricing, log *slog.Logger) error {
+	var unpriced []string
+	example := ""
+	for _, m := range cfg.Models {
+		for _, d := range m.Deployments {
+			if _, _, err := pricing.Lookup(d.Provider, d.Model); err != nil {
+				unpriced = append(unpriced, fmt.Sprintf("%s (%s model %q)", d.Name, d.Provider, d.Model))
+				if example == "" {
+					example = fmt.Sprintf("pricing: {%q: {input: 0.30, output: 1.20}}", d.Model)
+				}
+			}
+		}
+	}
+	if len(unpriced) == 0 {
+		return nil
+	}
+	if limit := moneyLimit(cfg); limit != "" {
+		return &UnpricedError{Config: cfg.Path, Deployments: unpriced, Limit: limit, Example: example}
+	}
+	log.Warn("no price for these deployments: their calls count as $0, and a client's X-Belay-Max-Cost-Usd does not hold for them; add their models under pricing:",
+		slog.Any("deployments", unpriced))
+	return nil
+}
+
+// moneyLimit names a money limit of cfg ("limits.max_cost_usd $1.00",
+// "tenant acme's budget $50.00"), or "" when there is none.
+func moneyLimit(cfg *config.Config) string {
+	if cfg.Limits.MaxCostUSD > 0 {
+		return "limits.max_cost_usd " + cfg.Limits.MaxCostUSD.V().String()
+	}
+	for _, t := range cfg.Tenants {
+		switch {
+		case t.Limits.MaxCostUSD > 0:
+			return fmt.Sprintf("tenant %s's limits.max_cost_usd %s", t.Name, t.Limits.MaxCostUSD.V())
+		case t.Budget.USD > 0:
+			return fmt.Sprintf("tenant %s's budget %s", t.Name, t.Budget.USD.V())
+		}
+	}
+	return ""
 }
 
 func tenantBudgets(cfg *config.Config) func(string) (run.TenantBudget, bool) {

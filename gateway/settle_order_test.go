@@ -148,7 +148,7 @@ listen: 127.0.0.1:0
 store: memory://
 retry: {max_attempts: 2, base: 1ms, cap: 2ms, max_retry_after: 30s}
 breaker: {consecutive_failures: 1000}
-limits: {max_turns: 50, deadline: 1m, max_cost_usd: 5}
+limits: {max_turns: 50, deadline: 1m}
 models:
   - alias: m
     deployments:

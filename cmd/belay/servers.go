@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -71,6 +72,9 @@ fresh machine.`,
 					addr, cfg.Store, strings.Join(aliases(cfg), ", "), upstream)
 			}
 			if err := gateway.Serve(cmd.Context(), cfg, listening); err != nil {
+				if ue, ok := errors.AsType[*gateway.UnpricedError](err); ok { // the config's fault
+					return badInput(ue)
+				}
 				return exit(1, err)
 			}
 			return nil
