@@ -273,6 +273,11 @@ type Timeouts struct {
 	// ClientIdle is how long an idle keep-alive client connection stays
 	// open (http.Server.IdleTimeout). Default 120s.
 	ClientIdle Duration `yaml:"client_idle"`
+	// Shutdown is how long a stopping gateway (SIGTERM, Ctrl-C) lets the
+	// calls in flight finish; the calls still open then are canceled:
+	// each ends with an error in its client's dialect (an error event in
+	// a stream), is charged for what it used and recorded. Default 10s.
+	Shutdown Duration `yaml:"shutdown"`
 }
 
 // Load reads the file at path, resolving env: secrets from the process

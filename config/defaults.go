@@ -14,6 +14,7 @@ const (
 	DefaultHeaderRead = 10 * time.Second
 	DefaultBodyRead   = 60 * time.Second
 	DefaultClientIdle = 120 * time.Second
+	DefaultShutdown   = 10 * time.Second
 )
 
 // Default returns the configuration used when there is no file: listen on
@@ -105,6 +106,7 @@ func (c *Config) applyDefaults() {
 	setDur(&t.HeaderRead, DefaultHeaderRead)
 	setDur(&t.BodyRead, DefaultBodyRead)
 	setDur(&t.ClientIdle, DefaultClientIdle)
+	setDur(&t.Shutdown, DefaultShutdown)
 }
 
 func setDur(d *Duration, def time.Duration) {

@@ -131,6 +131,11 @@ func (c *call) finalFailure(turnCtx context.Context, err error) error {
 		return nil
 	}
 	fe := asFailure(err)
+	if cause := context.Cause(c.r.Context()); errors.Is(cause, errShutdown) && !errors.Is(fe, errShutdown) {
+		cp := *failure.Wrap(failure.Canceled, cause) // the client is still there: see shuttingDown
+		cp.OutputStarted, cp.Deployment = fe.OutputStarted, fe.Deployment
+		return &cp
+	}
 	if c.r.Context().Err() != nil {
 		if fe.Reason == failure.Canceled {
 			return fe
@@ -152,6 +157,25 @@ func (c *call) finalFailure(turnCtx context.Context, err error) error {
 		cp.Deployment = fe.Deployment
 	}
 	return &cp
+}
+
+// shuttingDownType is the error type (OpenAI code) of a call the
+// gateway's shutdown canceled.
+const shuttingDownType = "shutting_down"
+
+// shuttingDown answers a call that the shutdown canceled before its
+// answer (its client still waits) with 503 in the client's dialect, type
+// "shutting_down", and no x-should-retry: false: the client's SDK may
+// retry, reaching another replica or the gateway once restarted. What
+// the call used upstream is charged (see attempt).
+func (c *call) shuttingDown(fe *failure.Error) (int, error) {
+	msg := "belay is shutting down: the call was canceled after timeouts.shutdown; retry"
+	if c.f.dialect() == failure.DialectAnthropic {
+		anthropic.WriteError(c.w, http.StatusServiceUnavailable, shuttingDownType, msg)
+	} else {
+		openai.WriteError(c.w, http.StatusServiceUnavailable, shuttingDownType, shuttingDownType, msg)
+	}
+	return http.StatusServiceUnavailable, fe
 }
 
 // Store unavailability: the run layer could not read or write belay's

@@ -189,9 +189,12 @@ func (c *call) serve() (int, error) {
 	c.setRouteHeaders(&res)
 	var status int
 	var werr error
-	if err != nil {
+	switch {
+	case errors.Is(err, errShutdown):
+		status, werr = c.shuttingDown(asFailure(err))
+	case err != nil:
 		status, werr = c.refuseUpstream(asFailure(err))
-	} else {
+	default:
 		status, werr = c.writeAnswer()
 	}
 	if later {

@@ -152,12 +152,17 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Router returns the router the gateway uses (for breakers and tests).
 func (s *Server) Router() *route.Router { return s.router }
 
-// ListenAndServe serves on cfg.Listen until ctx ends, then shuts down,
-// giving in-flight requests up to 10s to finish. The http.Server has
-// ReadHeaderTimeout = timeouts.header_read (a client that sends its headers
-// slowly cannot hold a connection) and IdleTimeout = timeouts.client_idle;
-// each model request's body must arrive within timeouts.body_read (a read
-// deadline set for the body only, so streamed responses are not bounded).
+// ListenAndServe serves on cfg.Listen until ctx ends, then shuts down:
+// new connections are refused, and the calls in flight get
+// timeouts.shutdown (default 10s) to finish; those still open then are
+// canceled (errShutdown), each ending with an error in its client's
+// dialect (an error event in a stream), charged for what it used and
+// recorded, and Serve waits up to shutdownDrain more for their handlers.
+// The http.Server has ReadHeaderTimeout = timeouts.header_read (a client
+// that sends its headers slowly cannot hold a connection) and
+// IdleTimeout = timeouts.client_idle; each model request's body must
+// arrive within timeouts.body_read (a read deadline set for the body
+// only, so streamed responses are not bounded).
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -166,9 +171,21 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve is ListenAndServe on an existing listener, which it closes.
+// errShutdown is the cause a call still open when the gateway's shutdown
+// grace ends is canceled with.
+var errShutdown = errors.New("the gateway is shutting down (timeouts.shutdown passed)")
+
+// shutdownDrain bounds the wait, after the calls still open are canceled,
+// for their handlers to write their ends and settle.
+const shutdownDrain = 10 * time.Second
+
+// Serve is ListenAndServe on an existing listener, which it closes. It
+// returns nil after a shutdown in which every call ended.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := s.HTTPServer()
+	base, cancelCalls := context.WithCancelCause(context.Background())
+	defer cancelCalls(nil)
+	hs.BaseContext = func(net.Listener) context.Context { return base }
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -176,9 +193,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	gctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeouts.Shutdown.D())
 	defer cancel()
-	err := hs.Shutdown(sctx)
+	err := hs.Shutdown(gctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("shutdown: canceling the calls still open", slog.Duration("after", s.cfg.Timeouts.Shutdown.D()))
+		cancelCalls(failure.Wrap(failure.Canceled, errShutdown))
+		dctx, dcancel := context.WithTimeout(context.Background(), shutdownDrain)
+		defer dcancel()
+		err = hs.Shutdown(dctx)
+	}
 	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
 		err = e
 	}

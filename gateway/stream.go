@@ -146,7 +146,7 @@ func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failur
 	}
 	c.chargeStream(d, fol)
 	fe = afterCommit(publicFailure(fe, d.Name))
-	if fe.Reason != failure.Canceled {
+	if fe.Reason != failure.Canceled || errors.Is(fe, errShutdown) { // a shutdown's client is still there
 		_ = c.relay(c.f.errorEvent(fe))
 	}
 	return fe

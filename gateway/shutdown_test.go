@@ -1,0 +1,158 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/memstore"
+)
+
+// Adversary finding (session 7): a stream still open when the shutdown's
+// grace (timeouts.shutdown) ended was cut without an error event, never
+// charged or recorded, and Serve returned "context deadline exceeded".
+// Now the call is canceled: the client's stream ends with an error event,
+// the run is charged for what was streamed and recorded, and Serve
+// returns nil.
+func TestShutdownEndsOpenStreamsCleanly(t *testing.T) {
+	release := make(chan struct{})
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, roleChunk+chunk("Hello"))
+		w.(http.Flusher).Flush()
+		select { // a long generation: it outlasts the grace
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	cfg, err := config.Parse([]byte(oneAlias("timeouts: {shutdown: 50ms}\n", openAIDep("d", "gpt-4o-mini", up.URL))),
+		"test.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New()
+	stack, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close(context.Background())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- stack.Server.Serve(ctx, ln) }()
+
+	req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("X-Belay-Run-Id", "shut-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "Hello") { // output has started
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("before the shutdown: %v (read %q)", err, got.String())
+		}
+		got.WriteString(line)
+	}
+	stop() // SIGTERM
+	for {
+		line, err := rd.ReadString('\n')
+		got.WriteString(line)
+		if err != nil {
+			break
+		}
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve returned %v, want nil", err)
+	}
+	out := got.String()
+	if !strings.Contains(out, `"error":{`) || !strings.Contains(out, "shutting down") || strings.Contains(out, "[DONE]") {
+		t.Errorf("the stream did not end with an error event naming the shutdown:\n%s", out)
+	}
+	if err := stack.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.GetRun(context.Background(), "shut-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Turns != 1 || rec.Cost <= 0 || rec.InputTokens <= 0 || rec.OutputTokens <= 0 {
+		t.Errorf("run: %d turns, cost %s, tokens %d/%d; want the streamed call counted and charged",
+			rec.Turns, rec.Cost.Decimal(), rec.InputTokens, rec.OutputTokens)
+	}
+}
+
+// A non-streamed call still waiting for its upstream when the grace ends
+// gets an error in its dialect naming the shutdown, not a cut connection.
+func TestShutdownAnswersWaitingCall(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	cfg, err := config.Parse([]byte(oneAlias("timeouts: {shutdown: 50ms}\n", openAIDep("d", "gpt-4o-mini", up.URL))),
+		"test.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close(context.Background())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- stack.Server.Serve(ctx, ln) }()
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{status: resp.StatusCode, body: string(b)}
+	}()
+	<-arrived // the call is in flight
+	stop()
+	r := <-done
+	if err := <-served; err != nil {
+		t.Errorf("Serve returned %v, want nil", err)
+	}
+	want := `{"error":{"message":"belay is shutting down: the call was canceled after timeouts.shutdown; retry","type":"shutting_down","param":null,"code":"shutting_down"}}`
+	if r.err != nil || r.status != http.StatusServiceUnavailable || strings.TrimSpace(r.body) != want {
+		t.Errorf("status %d, body %s, error %v; want 503 %s", r.status, r.body, r.err, want)
+	}
+}
