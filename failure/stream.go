@@ -109,8 +109,10 @@ type streamChunk struct {
 }
 
 // Observe feeds one event: its event name (may be empty) and its data.
-// Events whose data is not JSON are ignored, except an "error" event, which
-// is a failure (Unknown) whatever its data.
+// An event without data is ignored. An "error" event is a failure
+// (Unknown) whatever its data; another event whose data is not JSON (nor
+// OpenAI's [DONE]) is a ServerError: no client's SDK can read it, so it
+// must not be relayed as if the stream were well.
 func (w *StreamWatcher) Observe(event string, data []byte) Observation {
 	var o Observation
 	data = bytes.TrimSpace(data)
@@ -118,10 +120,15 @@ func (w *StreamWatcher) Observe(event string, data []byte) Observation {
 		w.done, o.Terminator = true, true
 		return o
 	}
+	if len(data) == 0 {
+		return o
+	}
 	var c streamChunk
-	if len(data) == 0 || fastjson.Unmarshal(data, &c) != nil {
+	if fastjson.Unmarshal(data, &c) != nil {
 		if event == "error" {
 			o.Err = w.fail(New(Unknown, "stream error event: "+plainMessage(data, false)))
+		} else {
+			o.Err = w.fail(New(ServerError, "malformed stream event (its data is not JSON): "+plainMessage(data, false)))
 		}
 		return o
 	}

@@ -168,3 +168,40 @@ func TestUnpricedDeploymentWithMoneyLimit(t *testing.T) {
 		t.Errorf("priced fine-tune: status %d, cost %q, body %s; want 200 at $1.50 (1M in at $0.30, 1M out at $1.20)", resp.StatusCode, resp.Header.Get("X-Belay-Cost-Usd"), body)
 	}
 }
+
+// Adversary finding (session 7): a stream event whose data is not JSON was
+// relayed as it came, and broke the client's SDK. It is a server error:
+// before any output the call falls back; after output the client's stream
+// ends with an error event, not the garbage.
+func TestMalformedStreamEvent(t *testing.T) {
+	bad := func(prefix string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, prefix+"data: {not json\n\n"+stopChunk+"data: [DONE]\n\n")
+		}
+	}
+	good := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, roleChunk+chunk("fine")+stopChunk+"data: [DONE]\n\n")
+	}
+	req := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for _, c := range []struct {
+		name, prefix, want, not string
+	}{
+		{"before output", roleChunk, `"content":"fine"`, "not json"},
+		{"after output", roleChunk + chunk("Hel"), `"error":{"message":"malformed stream event (its data is not JSON): {not json"`, "[DONE]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gw, _ := twoDeployments(t, bad(c.prefix), good, oneAttempt)
+			resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json", strings.NewReader(req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(b), c.want) || strings.Contains(string(b), c.not) {
+				t.Errorf("stream:\n%s\nwant %s, not %s", b, c.want, c.not)
+			}
+		})
+	}
+}

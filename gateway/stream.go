@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -85,9 +87,14 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 			if !c.committed {
 				return o.Err
 			}
-			_ = c.relay(ev.Raw) // the provider's error event is in the client's dialect
 			c.chargeStream(d, fol)
-			return afterCommit(o.Err)
+			fe := afterCommit(o.Err)
+			if json.Valid(bytes.TrimSpace(ev.Data)) {
+				_ = c.relay(ev.Raw) // the provider's error event is in the client's dialect
+			} else { // not JSON: no client could read it; belay's own error event instead
+				_ = c.relay(c.f.errorEvent(publicFailure(fe, d.Name)))
+			}
+			return fe
 		}
 		if ev.Data == nil && !c.committed {
 			continue // a keep-alive comment before output: nothing to hold
