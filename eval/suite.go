@@ -28,16 +28,25 @@ const SuiteVersion = 1
 var ErrBadSuite = errors.New("bad suite")
 
 // Suite is a parsed suite file. Durations are Go durations ("30s").
+//
+// A field tagged default:"…" reads its zero as that default; a suite file
+// that gives it explicitly as 0 is refused (leaving the key out keeps the
+// default), since a 0 written there is a mistake, not a wish for the
+// default.
 type Suite struct {
-	Version     int        `yaml:"version"`
-	Name        string     `yaml:"name"`
-	Agent       AgentSpec  `yaml:"agent"`
-	Model       string     `yaml:"model"`
-	Providers   Providers  `yaml:"providers"`
-	Runs        int        `yaml:"runs"`
-	Concurrency int        `yaml:"concurrency"`
-	Seed        int64      `yaml:"seed"`
-	Timeout     Duration   `yaml:"timeout"`
+	Version   int       `yaml:"version"`
+	Name      string    `yaml:"name"`
+	Agent     AgentSpec `yaml:"agent"`
+	Model     string    `yaml:"model"`
+	Providers Providers `yaml:"providers"`
+	// Runs is the runs per scenario, ≥ 1; default 10.
+	Runs int `yaml:"runs" default:"10"`
+	// Concurrency is the runs at once, ≥ 1; default 4.
+	Concurrency int   `yaml:"concurrency" default:"4"`
+	Seed        int64 `yaml:"seed"`
+	// Timeout bounds one run of the agent, and one check; above 0, default
+	// 60s.
+	Timeout     Duration   `yaml:"timeout" default:"60s"`
 	MinPassRate *float64   `yaml:"min_pass_rate"`
 	Limits      LimitsSpec `yaml:"limits"`
 	Tools       ToolsSpec  `yaml:"tools"`
@@ -72,8 +81,8 @@ type SimSpec struct {
 	// Script is a file of scripted replies, relative to the suite.
 	Script string `yaml:"script"`
 	// Deployments is how many simulated deployments back the model alias,
-	// in fallback order (default 2).
-	Deployments int `yaml:"deployments"`
+	// in fallback order; ≥ 1, default 2.
+	Deployments int `yaml:"deployments" default:"2"`
 	// Down lists deployments (0-based) that are fully down.
 	Down []int `yaml:"down"`
 }
@@ -113,8 +122,10 @@ type Scenario struct {
 	World     map[string]any `yaml:"world"`
 	Limits    *LimitsSpec    `yaml:"limits"`
 	Providers *Providers     `yaml:"providers"`
-	Runs      int            `yaml:"runs"`
-	Expect    Expect         `yaml:"expect"`
+	// Runs overrides the suite's runs for this scenario; ≥ 1, default the
+	// suite's.
+	Runs   int    `yaml:"runs" default:"the suite's runs"`
+	Expect Expect `yaml:"expect"`
 }
 
 // Expect lists what a run of a scenario must show to pass. Fields left out

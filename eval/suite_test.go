@@ -247,3 +247,36 @@ func TestCommandAgentNoUnapprovedIrreversibleOff(t *testing.T) {
 		}
 	}
 }
+
+// A 0 given for a setting whose zero means its default is refused, naming
+// the file, line and field, while a key left out (or empty) keeps the
+// default (adversary finding: runs: 0 ran 10 runs, timeout: 0 gave 60s).
+func TestLoadSuiteExplicitZero(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"runs: 0\n", `:3: runs: must be ≥ 1, not 0 (leave it out for the default, 10)`},
+		{"concurrency: 0\n", `:3: concurrency: must be ≥ 1, not 0 (leave it out for the default, 4)`},
+		{"timeout: 0\n", `:3: timeout: must be above 0, not 0 (leave it out for the default, 60s)`},
+		{"timeout: 0s\n", `:3: timeout: must be above 0, not 0s (leave it out for the default, 60s)`},
+		{"providers: {sim: {deployments: 0}}\n", `:3: providers.sim.deployments: must be ≥ 1, not 0 (leave it out for the default, 2)`},
+		{"scenarios:\n  - {name: b, runs: 0}\n", `:4: scenarios.0.runs: must be ≥ 1, not 0 (leave it out for the default, the suite's runs)`},
+		{"scenarios:\n  - {name: b, <<: {runs: 0}}\n", `:4: scenarios.0.runs: must be ≥ 1, not 0 (leave it out for the default, the suite's runs)`},
+	} {
+		text := "version: 1\nagent: {go: demo-agent}\n" + c.text
+		if !strings.Contains(c.text, "scenarios:") {
+			text += "scenarios: [{name: a}]\n"
+		}
+		path := writeSuite(t, text)
+		_, err := LoadSuite(path)
+		if want := "bad suite: " + path + c.want; !errors.Is(err, ErrBadSuite) || err.Error() != want {
+			t.Errorf("%q:\ngot  %v\nwant %s", c.text, err, want)
+		}
+	}
+	// Left out or empty: the defaults.
+	s, err := LoadSuite(writeSuite(t, "version: 1\nagent: {go: demo-agent}\nruns:\ntimeout:\nscenarios: [{name: a, runs: }]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Runs != 10 || s.Concurrency != 4 || time.Duration(s.Timeout) != 60*time.Second || s.Scenarios[0].Runs != 0 {
+		t.Errorf("defaults: runs %d, concurrency %d, timeout %s, scenario runs %d", s.Runs, s.Concurrency, time.Duration(s.Timeout), s.Scenarios[0].Runs)
+	}
+}

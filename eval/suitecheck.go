@@ -142,6 +142,26 @@ func checkFields(n *yaml.Node, t reflect.Type, path []string) error {
 	return nil
 }
 
+// checkExplicitZero refuses a 0 given for a field tagged default:"…",
+// whose zero value means that default: runs: 0 would otherwise run the
+// default 10 runs. A key left out, or left empty, keeps the default.
+func checkExplicitZero(n *yaml.Node, f reflect.StructField, path []string) error {
+	def, ok := f.Tag.Lookup("default")
+	n = yamlnode.Resolve(n)
+	if !ok || yamlnode.IsNull(n) {
+		return nil
+	}
+	v := reflect.New(f.Type)
+	if n.Decode(v.Interface()) != nil || !v.Elem().IsZero() {
+		return nil
+	}
+	want := "must be above 0"
+	if isWhole(f.Type) {
+		want = "must be ≥ 1"
+	}
+	return badAt(n, fmt.Sprintf("%s, not %s (leave it out for the default, %s)", want, n.Value, def), path...)
+}
+
 // isWhole reports whether t holds whole numbers read as plain numbers.
 func isWhole(t reflect.Type) bool {
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
@@ -177,6 +197,9 @@ func checkMapping(n *yaml.Node, t reflect.Type, path []string, seen map[string]i
 		}
 		seen[k.Value] = k.Line
 		if err := checkFields(v, f.Type, p); err != nil {
+			return err
+		}
+		if err := checkExplicitZero(v, f, p); err != nil {
 			return err
 		}
 	}

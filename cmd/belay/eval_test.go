@@ -58,3 +58,13 @@ func TestEvalMemoryStore(t *testing.T) {
 		}
 	}
 }
+
+// An explicit 0 for a suite setting whose zero means its default is bad
+// input (exit 2), not the default (adversary finding: runs: 0 ran 10).
+func TestEvalExplicitZero(t *testing.T) {
+	dir := t.TempDir()
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\n"+
+		"scenarios:\n  - name: a\n    runs: 0\n")
+	_, err := run(t, "eval", suite, "--quiet", "--no-progress", "--store", "memory://")
+	wantCode(t, err, 2, suite+":5: scenarios.0.runs: must be ≥ 1, not 0 (leave it out for the default, the suite's runs)")
+}
