@@ -45,7 +45,7 @@ type HarnessFactory func(ctx context.Context, s *Suite, p Providers) (Harness, e
 
 // Options change a suite's run without editing it.
 type Options struct {
-	Runs     int    // overrides runs per scenario when > 0
+	Runs     int    // overrides runs per scenario when > 0; at most MaxRuns
 	Seed     *int64 // overrides the suite seed
 	Progress io.Writer
 	// WorkDir holds per-run world files; default a temporary folder.
@@ -91,9 +91,16 @@ type job struct {
 // that fails, times out or crashes is a result, not an error.
 func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) (*Report, error) {
 	// A suite built in code skips LoadSuite: a NaN here would end up in
-	// the report, which JSON cannot encode.
+	// the report, which JSON cannot encode, and a size past its bound
+	// would exhaust memory.
 	if err := checkMinPassRate(s.MinPassRate); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadSuite, s.Path, err)
+	}
+	if err := s.checkSizes(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadSuite, s.Path, err)
+	}
+	if opt.Runs < 0 || opt.Runs > MaxRuns {
+		return nil, fmt.Errorf("eval: Options.Runs %d: must be between 1 and %d, or 0 for the suite's runs", opt.Runs, MaxRuns)
 	}
 	var inproc Agent
 	if s.Agent.Go != "" {

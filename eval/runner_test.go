@@ -495,3 +495,26 @@ func TestStderrTail(t *testing.T) {
 		}
 	}
 }
+
+// A suite built in code, or Options, past a size bound is refused before
+// a run starts: Run would otherwise make a goroutine per concurrent run
+// and a job per run.
+func TestRunSizeBounds(t *testing.T) {
+	for name, c := range map[string]struct {
+		edit func(*Suite)
+		opt  Options
+		want string
+	}{
+		"concurrency":   {func(s *Suite) { s.Concurrency = 100_000_000 }, Options{}, "bad suite: PATH: concurrency: must be between 1 and 1000, not 100000000"},
+		"scenario runs": {func(s *Suite) { s.Scenarios[1].Runs = 100_001 }, Options{}, "bad suite: PATH: scenarios.1.runs: must be between 1 and 100000, not 100001"},
+		"Options.Runs":  {func(*Suite) {}, Options{Runs: 1 << 40}, "eval: Options.Runs 1099511627776: must be between 1 and 100000, or 0 for the suite's runs"},
+	} {
+		agent := register(t, agentFunc(func(context.Context, Env) (int, string, error) { return 0, "ok", nil }))
+		s := suiteFor(t, hangSuite, agent)
+		c.edit(s)
+		_, err := Run(t.Context(), s, (&fakeHarness{}).factory(), c.opt)
+		if want := strings.Replace(c.want, "PATH", s.Path, 1); err == nil || err.Error() != want {
+			t.Errorf("%s: err = %v, want %s", name, err, want)
+		}
+	}
+}

@@ -27,6 +27,22 @@ const SuiteVersion = 1
 // ErrBadSuite is wrapped by every error about a suite file's content.
 var ErrBadSuite = errors.New("bad suite")
 
+// The largest values of a suite's sizes, far above what a suite needs: a
+// larger value is refused (ErrBadSuite) rather than exhausting memory, as
+// each run keeps a record until the report, each concurrent run has a
+// goroutine and each simulated deployment is built up front.
+const (
+	// MaxRuns is the most runs of a scenario: runs, a scenario's runs,
+	// Options.Runs (belay eval --runs). Detecting a drop of one point in
+	// pass rate from 50% takes about 31,000.
+	MaxRuns = 100_000
+	// MaxConcurrency is the most runs at once.
+	MaxConcurrency = 1_000
+	// MaxSimDeployments is the most simulated deployments behind the model
+	// alias (providers.sim.deployments).
+	MaxSimDeployments = 64
+)
+
 // Suite is a parsed suite file. Durations are Go durations ("30s").
 //
 // A field tagged default:"…" reads its zero as that default; a suite file
@@ -254,14 +270,11 @@ func (s *Suite) validate() error {
 	if (s.Agent.Go == "") == (len(s.Agent.Command) == 0) {
 		return bad("name exactly one of agent.go (an in-process Go agent) or agent.command", "agent")
 	}
-	if s.Runs < 0 {
-		return bad("must be ≥ 1", "runs")
+	if err := s.checkSizes(); err != nil {
+		return err
 	}
 	if s.Runs == 0 {
 		s.Runs = 10
-	}
-	if s.Concurrency < 0 {
-		return bad("must be ≥ 1", "concurrency")
 	}
 	if s.Concurrency == 0 {
 		s.Concurrency = 4
@@ -310,6 +323,51 @@ func (s *Suite) validate() error {
 	return nil
 }
 
+// checkSizes refuses runs, concurrency and simulated deployments (of the
+// suite and of each scenario) below 0 or above their bounds (MaxRuns,
+// MaxConcurrency, MaxSimDeployments). 0 is the default; a 0 written in a
+// suite file is refused by checkExplicitZero.
+func (s *Suite) checkSizes() error {
+	if err := inRange(s.Runs, MaxRuns, "runs"); err != nil {
+		return err
+	}
+	if err := inRange(s.Concurrency, MaxConcurrency, "concurrency"); err != nil {
+		return err
+	}
+	if err := s.Providers.checkSizes("providers"); err != nil {
+		return err
+	}
+	for i := range s.Scenarios {
+		sc := &s.Scenarios[i]
+		at := func(f ...string) []string { return append([]string{"scenarios", fmt.Sprint(i)}, f...) }
+		if err := inRange(sc.Runs, MaxRuns, at("runs")...); err != nil {
+			return err
+		}
+		if sc.Providers != nil {
+			if err := sc.Providers.checkSizes(at("providers")...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Providers) checkSizes(path ...string) error {
+	if p.Sim == nil {
+		return nil
+	}
+	return inRange(p.Sim.Deployments, MaxSimDeployments, append(path, "sim", "deployments")...)
+}
+
+// inRange refuses a whole-number setting outside [0, most], saying its
+// range is [1, most] (0 stands for its default).
+func inRange(v, most int, path ...string) error {
+	if v < 0 || v > most {
+		return bad(fmt.Sprintf("must be between 1 and %d, not %d", most, v), path...)
+	}
+	return nil
+}
+
 // commandAgentCheck refuses the expectations on tool calls in a suite whose
 // agent is a command: the command runs its tools itself, so no tool span
 // reaches the trace, and called would always fail while not_called,
@@ -350,9 +408,6 @@ func (p *Providers) validate(path ...string) error {
 		return bad("name either sim or config, not both", path...)
 	}
 	if p.Sim != nil {
-		if p.Sim.Deployments < 0 {
-			return bad("must be ≥ 1", append(path, "sim", "deployments")...)
-		}
 		for _, d := range p.Sim.Down {
 			n := p.Sim.Deployments
 			if n == 0 {
@@ -392,9 +447,6 @@ func (sc *Scenario) validate(i int, seen map[string]bool) error {
 		return bad(fmt.Sprintf("scenario %q is named twice", sc.Name), at("name")...)
 	}
 	seen[sc.Name] = true
-	if sc.Runs < 0 {
-		return bad("must be ≥ 1", at("runs")...)
-	}
 	if sc.Limits != nil {
 		if err := sc.Limits.validate(at("limits")...); err != nil {
 			return err

@@ -280,3 +280,34 @@ func TestLoadSuiteExplicitZero(t *testing.T) {
 		t.Errorf("defaults: runs %d, concurrency %d, timeout %s, scenario runs %d", s.Runs, s.Concurrency, time.Duration(s.Timeout), s.Scenarios[0].Runs)
 	}
 }
+
+// Sizes past their bounds are refused before anything is allocated for
+// them (adversary finding: providers.sim.deployments: 100000000 ran out of
+// memory with a Go stack trace).
+func TestLoadSuiteSizeBounds(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"providers: {sim: {deployments: 100000000}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not 100000000`},
+		{"providers: {sim: {deployments: 65}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not 65`},
+		{"providers: {sim: {deployments: -1}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not -1`},
+		{"runs: 100001\n", `:3: runs: must be between 1 and 100000, not 100001`},
+		{"runs: -3\n", `:3: runs: must be between 1 and 100000, not -3`},
+		{"concurrency: 100000000\n", `:3: concurrency: must be between 1 and 1000, not 100000000`},
+		{"scenarios:\n  - {name: b, runs: 1000000000}\n", `:4: scenarios.0.runs: must be between 1 and 100000, not 1000000000`},
+		{"scenarios:\n  - name: b\n    providers: {sim: {deployments: 1000}}\n", `:5: scenarios.0.providers.sim.deployments: must be between 1 and 64, not 1000`},
+	} {
+		text := "version: 1\nagent: {go: demo-agent}\n" + c.text
+		if !strings.Contains(c.text, "scenarios:") {
+			text += "scenarios: [{name: a}]\n"
+		}
+		path := writeSuite(t, text)
+		_, err := LoadSuite(path)
+		if want := "bad suite: " + path + c.want; !errors.Is(err, ErrBadSuite) || err.Error() != want {
+			t.Errorf("%q:\ngot  %v\nwant %s", c.text, err, want)
+		}
+	}
+	// The bounds themselves are accepted.
+	text := "version: 1\nagent: {go: demo-agent}\nruns: 100000\nconcurrency: 1000\nproviders: {sim: {deployments: 64, down: [63]}}\nscenarios: [{name: a}]\n"
+	if _, err := LoadSuite(writeSuite(t, text)); err != nil {
+		t.Error(err)
+	}
+}

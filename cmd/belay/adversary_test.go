@@ -48,8 +48,8 @@ func TestAdversary12EvalInput(t *testing.T) {
 		args []string
 		says string
 	}{
-		{"runs 0", []string{"eval", suite, "--runs", "0"}, "--runs 0: must be ≥ 1"},
-		{"runs -1", []string{"eval", suite, "--runs", "-1"}, "--runs -1: must be ≥ 1"},
+		{"runs 0", []string{"eval", suite, "--runs", "0"}, "--runs 0: must be between 1 and 100000"},
+		{"runs -1", []string{"eval", suite, "--runs", "-1"}, "--runs -1: must be between 1 and 100000"},
 		{"detect NaN", []string{"eval", suite, "--detect", "NaN", "--baseline", base}, "--detect NaN: must be a drop in pass rate between 0 and 1"},
 		{"detect negative", []string{"eval", suite, "--detect", "-0.05", "--baseline", base}, "--detect -0.05"},
 		{"detect 2", []string{"eval", suite, "--detect", "2", "--baseline", base}, "--detect 2"},
@@ -178,4 +178,18 @@ func TestGateDifferentSuites(t *testing.T) {
 	other := writeText(t, dir, "other.json", buf.String())
 	_, err := run(t, "gate", base, other, "--allow-missing")
 	wantCode(t, err, 2, `the reports are of different suites: "s"`)
+}
+
+// --bootstrap past its bound is bad input (exit 2), not an out-of-memory
+// crash (adversary finding: --bootstrap 100000000000).
+func TestGateBootstrapBound(t *testing.T) {
+	dir := t.TempDir()
+	base := report(t, dir, "base.json", scenario("a", 20, 20))
+	_, err := run(t, "gate", base, base, "--bootstrap", "100000000000")
+	wantCode(t, err, 2, "")
+	if want := "--bootstrap 100000000000: want 1 to 1000000 rounds, or a negative number to turn the cost and latency checks off"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	_, err = run(t, "gate", base, base, "--bootstrap", "1000000")
+	wantCode(t, err, 0, "")
 }

@@ -78,6 +78,9 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 				if n == 0 {
 					return badInput(fmt.Errorf("--run-detected: no scenario of %s can drop by %v", baseline, detect))
 				}
+				if n > eval.MaxRuns {
+					return badInput(fmt.Errorf("--run-detected: detecting a drop of %v takes %d runs per scenario, more than belay eval runs (%d); detect a larger drop", detect, n, eval.MaxRuns))
+				}
 				opt.Runs = n
 			}
 			if w := cmd.ErrOrStderr(); !noBar && !quiet && isTerminal(w) {
@@ -126,7 +129,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 		},
 	}
 	f := c.Flags()
-	f.IntVar(&runs, "runs", 0, "runs per scenario, ≥ 1 (overrides the suite)")
+	f.IntVar(&runs, "runs", 0, fmt.Sprintf("runs per scenario, 1 to %d (overrides the suite)", eval.MaxRuns))
 	f.Int64Var(&seed, "seed", 0, "seed (overrides the suite)")
 	f.StringVar(&storeURL, "store", "sqlite://belay.db", "store for runs and traces: sqlite://PATH, postgres://URL, or memory:// (nothing kept after the run)")
 	f.StringVar(&jsonOut, "json", "", "write the JSON report (the baseline format for belay gate) to FILE")
@@ -141,12 +144,12 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 }
 
 // checkEvalFlags refuses flag values that would be silently ignored or
-// mean nothing: --runs below 1, a --detect drop outside (0, 1) (NaN
+// mean nothing: --runs outside [1, eval.MaxRuns], a --detect drop outside (0, 1) (NaN
 // included), --run-detected without --detect.
 func checkEvalFlags(cmd *cobra.Command, runs int, detect float64) error {
 	fl := cmd.Flags()
-	if fl.Changed("runs") && runs < 1 {
-		return fmt.Errorf("--runs %d: must be ≥ 1 (runs per scenario)", runs)
+	if fl.Changed("runs") && (runs < 1 || runs > eval.MaxRuns) {
+		return fmt.Errorf("--runs %d: must be between 1 and %d (runs per scenario)", runs, eval.MaxRuns)
 	}
 	if fl.Changed("detect") && !(detect > 0 && detect < 1) {
 		return fmt.Errorf("--detect %v: must be a drop in pass rate between 0 and 1, e.g. 0.05", detect)

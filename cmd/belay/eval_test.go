@@ -68,3 +68,29 @@ func TestEvalExplicitZero(t *testing.T) {
 	_, err := run(t, "eval", suite, "--quiet", "--no-progress", "--store", "memory://")
 	wantCode(t, err, 2, suite+":5: scenarios.0.runs: must be ≥ 1, not 0 (leave it out for the default, the suite's runs)")
 }
+
+// Sizes past their bounds are bad input (exit 2) with a one-line error
+// naming the field or flag and its range, not an out-of-memory crash
+// (adversary finding: providers.sim.deployments: 100000000).
+func TestEvalSizeBounds(t *testing.T) {
+	dir := t.TempDir()
+	big := writeText(t, dir, "big.yaml", "version: 1\nagent: {go: refund-agent}\nruns: 1\n"+
+		"providers: {sim: {deployments: 100000000}}\nscenarios: [{name: a}]\n")
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 1\nscenarios: [{name: a}]\n")
+	base := writeText(t, dir, "base.json", `{"format": "belay.eval/v1", "scenarios": [{"name": "a", "runs": 20, "passes": 10, "pass_rate": 0.5}]}`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{big}, "bad suite: " + big + ":4: providers.sim.deployments: must be between 1 and 64, not 100000000"},
+		{[]string{suite, "--runs", "100001"}, "--runs 100001: must be between 1 and 100000 (runs per scenario)"},
+		{[]string{suite, "--detect", "0.001", "--baseline", base, "--run-detected"},
+			"--run-detected: detecting a drop of 0.001 takes 3091275 runs per scenario, more than belay eval runs (100000); detect a larger drop"},
+	} {
+		_, err := run(t, append(append([]string{"eval"}, c.args...), "--quiet", "--no-progress", "--store", "memory://")...)
+		wantCode(t, err, 2, c.want)
+		if got := err.Error(); got != c.want {
+			t.Errorf("error %q, want %q", got, c.want)
+		}
+	}
+}

@@ -34,6 +34,9 @@ samples that do not add up, a negative cost or latency).`,
 			if err := explicitZeros(cmd); err != nil {
 				return badInput(err)
 			}
+			if n := cfg.BootstrapIters; n > gate.MaxBootstrapIters {
+				return badInput(fmt.Errorf("--bootstrap %d: want 1 to %d rounds, or a negative number to turn the cost and latency checks off", n, gate.MaxBootstrapIters))
+			}
 			base, err := eval.ReadReport(args[0])
 			if err != nil {
 				return badInput(err)
@@ -65,7 +68,7 @@ samples that do not add up, a negative cost or latency).`,
 	f.Float64Var(&cfg.CostTolerance, "cost-tolerance", 0.10, "allowed rise in cost per successful run (0.10 = +10%)")
 	f.Float64Var(&cfg.LatencyTolerance, "latency-tolerance", 0.10, "allowed rise in p95 latency")
 	f.BoolVar(&cfg.LatencyFails, "fail-on-latency", false, "fail on a p95 latency rise (default: a warning; wall-clock latency moves with machine load between the two reports)")
-	f.IntVar(&cfg.BootstrapIters, "bootstrap", 2000, "bootstrap rounds for the cost and latency checks (negative: off)")
+	f.IntVar(&cfg.BootstrapIters, "bootstrap", 2000, fmt.Sprintf("bootstrap rounds for the cost and latency checks, at most %d (negative: off)", gate.MaxBootstrapIters))
 	f.Int64Var(&cfg.Seed, "seed", 1, "bootstrap seed")
 	f.BoolVar(&cfg.AllowMissing, "allow-missing", false, "accept scenarios of the baseline that the candidate lacks (removed or renamed on purpose)")
 	return c

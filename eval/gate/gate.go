@@ -93,8 +93,9 @@ type Config struct {
 	// reports of one build, measured minutes apart on a busy machine, gave
 	// a p95 ×2.45). Set it when both sides run on the same quiet machine.
 	LatencyFails bool `json:"latency_fails"`
-	// BootstrapIters is the number of bootstrap rounds per check. Default
-	// 2000; a negative value turns the cost and latency checks off.
+	// BootstrapIters is the number of bootstrap rounds per check, at most
+	// MaxBootstrapIters. Default 2000; a negative value turns the cost and
+	// latency checks off.
 	BootstrapIters int `json:"bootstrap_iters"`
 	// Seed seeds the bootstrap. Each check draws from its own PCG stream
 	// keyed by Seed and the scenario name, so a row's interval does not
@@ -117,6 +118,11 @@ type Config struct {
 	// go unseen.
 	AllowMissing bool `json:"allow_missing"`
 }
+
+// MaxBootstrapIters is the most bootstrap rounds per check, 500 times the
+// default. Each round keeps a float64, so a check holds at most 8 MB of
+// them.
+const MaxBootstrapIters = 1_000_000
 
 // minBootstrapSamples is the fewest runs per side for a cost or latency
 // check; below it a p95 or a cost per success is too unstable to compare.
@@ -154,6 +160,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: alpha %v: must be in (0, 0.5)", ErrInvalid, c.Alpha)
 	case !(c.CostTolerance >= 0):
 		return fmt.Errorf("%w: cost tolerance %v: must be ≥ 0", ErrInvalid, c.CostTolerance)
+	case c.BootstrapIters > MaxBootstrapIters:
+		return fmt.Errorf("%w: bootstrap iters %d: must be at most %d (negative: off)", ErrInvalid, c.BootstrapIters, MaxBootstrapIters)
 	case !(c.LatencyTolerance >= 0):
 		return fmt.Errorf("%w: latency tolerance %v: must be ≥ 0", ErrInvalid, c.LatencyTolerance)
 	case !(c.OverallWeight > 0 && c.OverallWeight < 1):

@@ -224,6 +224,9 @@ func TestInvalidInput(t *testing.T) {
 		"min cell":        {ok, Config{MinCell: -1}},
 		"overall weight":  {ok, Config{OverallWeight: 1}},
 		"latency NaN tol": {ok, Config{LatencyTolerance: math.NaN()}},
+		// Each round keeps a float64: 1e11 rounds ran out of memory
+		// (adversary finding).
+		"bootstrap iters": {ok, Config{BootstrapIters: 1e11}},
 	}
 	for name, c := range cases {
 		if _, err := Compare(c.base, ok, c.cfg); !errors.Is(err, ErrInvalid) {
