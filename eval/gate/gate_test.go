@@ -424,3 +424,29 @@ func TestWriteTextSaysTheCorrection(t *testing.T) {
 		})
 	}
 }
+
+// A negative BootstrapIters turns the cost and latency checks off, and the
+// header says so, not that samples are missing (adversary finding:
+// --bootstrap -1 said "needs ≥ 10 per-run samples" on reports that had them).
+func TestWriteTextBootstrapOff(t *testing.T) {
+	g := []Group{{Name: "a", Runs: 20, Passes: 20, Samples: samples(20, 20, 0.01, 100)}}
+	for iters, want := range map[int]string{
+		-1: "cost per success, p95 latency: not checked (turned off: --bootstrap -1, Config.BootstrapIters, is negative)\n",
+		0:  "cost per success, p95 latency: 90% bootstrap interval of candidate/baseline (2000 rounds, seed 0); flagged above +10% cost, +10% latency (a warning)\n",
+	} {
+		res, err := Compare(g, g, Config{BootstrapIters: iters})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := res.WriteText(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, rest, _ := strings.Cut(buf.String(), "\n"); !strings.Contains(rest, "\n"+want) {
+			t.Errorf("BootstrapIters %d: output lacks %q:\n%s", iters, want, buf.String())
+		}
+		if res.Overall.Cost.Checked != (iters >= 0) {
+			t.Errorf("BootstrapIters %d: cost checked %v", iters, res.Overall.Cost.Checked)
+		}
+	}
+}

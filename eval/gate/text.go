@@ -17,6 +17,8 @@ func (r Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(ew, "belay gate: %s\n", r)
 	fmt.Fprintf(ew, "pass rate: one-sided tests at α = %g, %s\n", cfg.Alpha, r.familyText())
 	switch {
+	case cfg.BootstrapIters < 0:
+		fmt.Fprintf(ew, "cost per success, p95 latency: not checked (turned off: --bootstrap %d, Config.BootstrapIters, is negative)\n", cfg.BootstrapIters)
 	case !r.anyRatioChecked():
 		fmt.Fprintf(ew, "cost per success, p95 latency: not checked (needs ≥ %d per-run samples on both sides)\n", minBootstrapSamples)
 	default:
