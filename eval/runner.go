@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/trace"
@@ -99,6 +101,11 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 	if err := s.checkSizes(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadSuite, s.Path, err)
 	}
+	for i, sc := range s.Scenarios {
+		if err := checkRunIDPart(sc.Name); err != nil {
+			return nil, fmt.Errorf("%w: %s: scenarios.%d.name: %w", ErrBadSuite, s.Path, i, err)
+		}
+	}
 	if opt.Runs < 0 || opt.Runs > MaxRuns {
 		return nil, fmt.Errorf("eval: Options.Runs %d: must be between 1 and %d, or 0 for the suite's runs", opt.Runs, MaxRuns)
 	}
@@ -170,7 +177,7 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 				if herr != nil {
 					outcomes[i] = Outcome{Scenario: j.sc.Name, Index: j.index, Reason: "harness", Failures: []string{herr.Error()}}
 				} else {
-					outcomes[i] = r.one(ctx, h, j, fmt.Sprintf("%s-%s-%d", evalID, j.sc.Name, j.index))
+					outcomes[i] = r.one(ctx, h, j, runID(evalID, j.sc.Name, j.index))
 				}
 				bar.add(outcomes[i].Passed)
 			}
@@ -214,7 +221,49 @@ func RunKey(runID string) string {
 }
 
 func newEvalID() string {
-	return fmt.Sprintf("ev%x", time.Now().UnixNano()&0xffffffffff)
+	return fmt.Sprintf("ev%x", time.Now().UnixNano()&evalIDMask)
+}
+
+// evalIDMask keeps an evaluation's id to "ev" and at most 10 hex digits.
+const evalIDMask = 0xffffffffff
+
+// runID is the id of run index of a scenario in evaluation evalID.
+func runID(evalID, scenario string, index int) string {
+	return fmt.Sprintf("%s-%s-%d", evalID, scenario, index)
+}
+
+// A run id must be what the gateway takes in X-Belay-Run-Id
+// (gateway.runIDPattern): 1-128 letters, digits and . _ : -.
+const maxRunIDLen = 128
+
+var runIDChars = regexp.MustCompile(`^[A-Za-z0-9._:\-]*$`)
+
+// maxScenarioName is the longest scenario name that fits in every run id:
+// the longest is the longest evaluation id, the name and the index of run
+// MaxRuns-1, so 109 characters.
+var maxScenarioName = maxRunIDLen - len(runID(fmt.Sprintf("ev%x", evalIDMask), "", MaxRuns-1))
+
+// checkRunIDPart refuses a scenario name that cannot be part of its runs'
+// ids: a character outside the gateway's, or too long a name. Its runs
+// would all fail as crashes, the agent's calls refused by the gateway.
+func checkRunIDPart(name string) error {
+	why := ""
+	switch loc := runIDChars.FindStringIndex(name); {
+	case loc == nil:
+		bad := strings.TrimLeft(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
+		c, _ := utf8.DecodeRuneInString(bad)
+		why = fmt.Sprintf("has %q", string(c))
+	case len(name) > maxScenarioName:
+		why = fmt.Sprintf("is %d characters", len(name))
+	default:
+		return nil
+	}
+	shown := name
+	if utf8.RuneCountInString(shown) > 40 {
+		shown = string([]rune(shown)[:40]) + "…"
+	}
+	return fmt.Errorf("%q %s: a scenario name is part of its runs' ids (evXXXXXXXXXX-NAME-N, sent as %s), "+
+		"so it may use only letters, digits and . _ : -, at most %d characters", shown, why, "X-Belay-Run-Id", maxScenarioName)
 }
 
 // harnessSet builds one harness per distinct provider setup, lazily.

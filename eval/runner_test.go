@@ -518,3 +518,17 @@ func TestRunSizeBounds(t *testing.T) {
 		}
 	}
 }
+
+// A suite built in code with a scenario name that cannot form a run id is
+// refused before a run starts, as LoadSuite refuses it.
+func TestRunScenarioNameRunID(t *testing.T) {
+	agent := register(t, agentFunc(func(context.Context, Env) (int, string, error) { return 0, "ok", nil }))
+	s := suiteFor(t, hangSuite, agent)
+	s.Scenarios[2].Name = "happy path"
+	_, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+	want := "bad suite: " + s.Path + `: scenarios.2.name: "happy path" has " ": a scenario name is part of its runs' ids ` +
+		"(evXXXXXXXXXX-NAME-N, sent as X-Belay-Run-Id), so it may use only letters, digits and . _ : -, at most 109 characters"
+	if !errors.Is(err, ErrBadSuite) || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}

@@ -133,6 +133,9 @@ type Rule struct {
 
 // Scenario is one task with its expectations.
 type Scenario struct {
+	// Name is unique in the suite and part of each run's id,
+	// "evXXXXXXXXXX-NAME-N", which the gateway takes as X-Belay-Run-Id: it
+	// may use only letters, digits and . _ : -, at most 109 characters.
 	Name      string         `yaml:"name"`
 	Input     string         `yaml:"input"`
 	World     map[string]any `yaml:"world"`
@@ -442,6 +445,9 @@ func (sc *Scenario) validate(i int, seen map[string]bool) error {
 	at := func(f ...string) []string { return append([]string{"scenarios", fmt.Sprint(i)}, f...) }
 	if sc.Name == "" {
 		return bad("name is required", at("name")...)
+	}
+	if err := checkRunIDPart(sc.Name); err != nil {
+		return bad(err.Error(), at("name")...)
 	}
 	if seen[sc.Name] {
 		return bad(fmt.Sprintf("scenario %q is named twice", sc.Name), at("name")...)

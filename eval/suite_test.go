@@ -311,3 +311,41 @@ func TestLoadSuiteSizeBounds(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A scenario name that cannot be part of its runs' ids is refused, naming
+// the scenario, the field, the characters allowed and the length budget
+// (adversary finding: "happy path" failed every run as a crash, without a
+// word why).
+func TestLoadSuiteScenarioNameRunID(t *testing.T) {
+	const rule = `: a scenario name is part of its runs' ids (evXXXXXXXXXX-NAME-N, sent as X-Belay-Run-Id), ` +
+		`so it may use only letters, digits and . _ : -, at most 109 characters`
+	long := strings.Repeat("x", 110)
+	for name, want := range map[string]string{
+		`"happy path"`: `"happy path" has " "` + rule,
+		`"a/../b c"`:   `"a/../b c" has "/"` + rule,
+		`"tab\there"`:  `"tab\there" has "\t"` + rule,
+		`"café"`:       `"café" has "é"` + rule,
+		long:           `"` + long[:40] + `…" is 110 characters` + rule,
+	} {
+		path := writeSuite(t, "version: 1\nagent: {go: demo-agent}\nscenarios:\n  - {name: ok}\n  - {name: "+name+", input: hi}\n")
+		_, err := LoadSuite(path)
+		if want := "bad suite: " + path + ":5: scenarios.1.name: " + want; !errors.Is(err, ErrBadSuite) || err.Error() != want {
+			t.Errorf("name %s:\ngot  %v\nwant %s", name, err, want)
+		}
+	}
+	// Every character allowed, and the longest name: accepted.
+	for _, name := range []string{"a.b_c:d-E9", strings.Repeat("y", 109)} {
+		if _, err := LoadSuite(writeSuite(t, "version: 1\nagent: {go: demo-agent}\nscenarios: [{name: "+name+"}]\n")); err != nil {
+			t.Errorf("name %s: %v", name, err)
+		}
+	}
+}
+
+// The longest run id, of the longest name at the last run, is the
+// gateway's longest (128 characters of letters, digits and . _ : -).
+func TestLongestRunID(t *testing.T) {
+	id := runID(fmt.Sprintf("ev%x", evalIDMask), strings.Repeat("y", maxScenarioName), MaxRuns-1)
+	if len(id) != 128 || !runIDChars.MatchString(id) {
+		t.Errorf("longest run id %q: %d characters", id, len(id))
+	}
+}

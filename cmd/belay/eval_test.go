@@ -94,3 +94,15 @@ func TestEvalSizeBounds(t *testing.T) {
 		}
 	}
 }
+
+// A scenario name that cannot form a run id is bad input (exit 2), named
+// with the rule (adversary finding: every run of "happy path" failed as a
+// crash, unexplained).
+func TestEvalScenarioNameRunID(t *testing.T) {
+	dir := t.TempDir()
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {go: refund-agent}\nruns: 1\n"+
+		"scenarios: [{name: \"happy path\", input: hi}]\n")
+	_, err := run(t, "eval", suite, "--quiet", "--no-progress", "--store", "memory://")
+	wantCode(t, err, 2, "bad suite: "+suite+`:4: scenarios.0.name: "happy path" has " ": a scenario name is part of its runs' ids `+
+		"(evXXXXXXXXXX-NAME-N, sent as X-Belay-Run-Id), so it may use only letters, digits and . _ : -, at most 109 characters")
+}
