@@ -193,3 +193,18 @@ func TestGateBootstrapBound(t *testing.T) {
 	_, err = run(t, "gate", base, base, "--bootstrap", "1000000")
 	wantCode(t, err, 0, "")
 }
+
+// A candidate with no runs is bad input (exit 2), not a pass (adversary
+// finding: every scenario at runs: 0 gave "OK: no regression").
+func TestGateNoRuns(t *testing.T) {
+	dir := t.TempDir()
+	base := report(t, dir, "base.json", scenario("a", 20, 18), scenario("b", 20, 18))
+	cand := report(t, dir, "cand.json", scenario("a", 0, 0), scenario("b", 0, 0))
+	out, err := run(t, "gate", base, cand)
+	wantCode(t, err, 2, "the candidate report has no runs (each of its 2 scenarios ran 0 times): it cannot show whether anything regressed")
+	if out != "" {
+		t.Errorf("a verdict was written:\n%s", out)
+	}
+	_, err = run(t, "gate", cand, base)
+	wantCode(t, err, 2, "the baseline report has no runs")
+}

@@ -27,8 +27,8 @@ regression would go unseen; --allow-missing accepts it. A scenario new in the ca
 and does not fail the gate. A scenario whose report has no samples ("samples": [] or none) is
 compared on its pass rate only.
 
-Exit status: 0 pass, 1 regression or missing scenario, 2 bad input (unreadable report, counts or
-samples that do not add up, a negative cost or latency).`,
+Exit status: 0 pass, 1 regression or missing scenario, 2 bad input (unreadable report, a report
+with no runs, counts or samples that do not add up, a negative cost or latency).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := explicitZeros(cmd); err != nil {

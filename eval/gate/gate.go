@@ -199,6 +199,19 @@ func (g Group) validate(side string) error {
 	return nil
 }
 
+// hasRuns refuses a side without a single run: every row would be left
+// untested, and the gate would pass on no evidence.
+func hasRuns(groups []Group, side string) error {
+	if slices.ContainsFunc(groups, func(g Group) bool { return g.Runs > 0 }) {
+		return nil
+	}
+	which := "it has no scenarios"
+	if len(groups) > 0 {
+		which = fmt.Sprintf("each of its %d scenarios ran 0 times", len(groups))
+	}
+	return fmt.Errorf("%w: the %s report has no runs (%s): it cannot show whether anything regressed", ErrInvalid, side, which)
+}
+
 func index(groups []Group, side string) (map[string]Group, error) {
 	m := make(map[string]Group, len(groups))
 	for _, g := range groups {
@@ -216,9 +229,10 @@ func index(groups []Group, side string) (map[string]Group, error) {
 // Compare compares a candidate's scenario summaries with a baseline's (see
 // the package documentation for the tests) and returns one row per scenario
 // on either side, sorted by name, and an overall row. It returns an error
-// wrapping ErrInvalid if cfg is out of range or a summary is inconsistent
-// (passes above runs, samples that do not match the counts, a negative or
-// non-finite cost or latency, a duplicate or empty name).
+// wrapping ErrInvalid if cfg is out of range, a side has no runs at all,
+// or a summary is inconsistent (passes above runs, samples that do not
+// match the counts, a negative or non-finite cost or latency, a duplicate
+// or empty name).
 func Compare(base, cand []Group, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -230,6 +244,12 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 	}
 	cm, err := index(cand, "candidate")
 	if err != nil {
+		return Result{}, err
+	}
+	if err := hasRuns(base, "baseline"); err != nil {
+		return Result{}, err
+	}
+	if err := hasRuns(cand, "candidate"); err != nil {
 		return Result{}, err
 	}
 	names := make([]string, 0, len(bm)+len(cm))

@@ -450,3 +450,29 @@ func TestWriteTextBootstrapOff(t *testing.T) {
 		}
 	}
 }
+
+// A side without a single run is invalid input, not a pass (adversary
+// finding: a candidate whose scenarios all ran 0 times passed as "no
+// regression in 2 scenarios").
+func TestNoRunsIsInvalid(t *testing.T) {
+	ran := []Group{{Name: "a", Runs: 20, Passes: 18}, {Name: "b", Runs: 20, Passes: 18}}
+	none := []Group{{Name: "a"}, {Name: "b"}}
+	for _, c := range []struct {
+		base, cand []Group
+		want       string
+	}{
+		{ran, none, "gate: invalid input: the candidate report has no runs (each of its 2 scenarios ran 0 times): it cannot show whether anything regressed"},
+		{none, ran, "gate: invalid input: the baseline report has no runs (each of its 2 scenarios ran 0 times): it cannot show whether anything regressed"},
+		{ran, nil, "gate: invalid input: the candidate report has no runs (it has no scenarios): it cannot show whether anything regressed"},
+	} {
+		_, err := Compare(c.base, c.cand, Config{AllowMissing: true})
+		if !errors.Is(err, ErrInvalid) || err.Error() != c.want {
+			t.Errorf("err = %v\nwant %s", err, c.want)
+		}
+	}
+	// One scenario with runs is enough: the others are reported as not
+	// compared.
+	if _, err := Compare(ran, []Group{{Name: "a", Runs: 1, Passes: 1}, {Name: "b"}}, Config{}); err != nil {
+		t.Error(err)
+	}
+}
