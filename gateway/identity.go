@@ -108,9 +108,13 @@ func (t tenants) identify(r *http.Request) (config.Tenant, *failure.Error) {
 	return t.list[found].tenant, nil
 }
 
+// requestKey returns the key of r: the credentials of Authorization when
+// its scheme is Bearer, in any case ("bearer KEY", "BEARER KEY": an auth
+// scheme is case-insensitive, RFC 9110 §11.1), otherwise x-api-key. The
+// tenants' virtual keys and the admin key are both read so.
 func requestKey(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); a != "" {
-		if k, ok := strings.CutPrefix(a, "Bearer "); ok {
+		if scheme, k, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(k)
 		}
 	}
