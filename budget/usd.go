@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/belay-run/belay/internal/decimal"
 )
 
 // USD is an exact amount of money in US dollars, stored as an integer count
@@ -86,12 +88,19 @@ func (a USD) Decimal() string {
 var ErrMoneyFormat = errors.New("budget: not a dollar amount")
 
 // ParseUSD parses a decimal dollar amount such as "1.00", "$0.0000375" or
-// "100". More than 12 decimals, or a value outside the range, is an error
-// wrapping ErrMoneyFormat; nothing is rounded silently.
+// "100": a plain decimal (package internal/decimal: an optional sign,
+// digits, an optional fraction), after an optional "$", with spaces around
+// it ignored. Anything else — an exponent (1e3), digit separators (1_000),
+// a base prefix (0x10), a fraction (1/2) — is an error wrapping
+// ErrMoneyFormat, as are more than 12 decimals and a value outside the
+// range; nothing is rounded silently.
 func ParseUSD(s string) (USD, error) {
 	t := strings.TrimPrefix(strings.TrimSpace(s), "$")
+	if !decimal.Plain(t) {
+		return 0, fmt.Errorf("%w: %q", ErrMoneyFormat, s)
+	}
 	r, ok := new(big.Rat).SetString(t)
-	if !ok || strings.ContainsAny(t, "/eE") {
+	if !ok {
 		return 0, fmt.Errorf("%w: %q", ErrMoneyFormat, s)
 	}
 	r.Mul(r, new(big.Rat).SetInt64(perDollar))

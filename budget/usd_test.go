@@ -1,9 +1,11 @@
 package budget
 
 import (
+	"errors"
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -49,6 +51,22 @@ func TestMulTokensMatchesExactArithmetic(t *testing.T) {
 		}
 		if got, want := USD(p).MulTokens(n), mulTokensExact(USD(p), n); got != want {
 			t.Fatalf("USD(%d).MulTokens(%d) = %d, want %d", p, n, got, want)
+		}
+	}
+}
+
+// ParseUSD reads plain decimals only (adversary finding: it took 0x10, 0b1
+// and 1_000 through big.Rat, but not 1e3).
+func TestParseUSDPlainDecimal(t *testing.T) {
+	for s, want := range map[string]USD{"16": Dollars(16), "$0.0000375": Micros(37) + 500_000, " 1.50 ": Micros(1_500_000),
+		".5": Micros(500_000), "-2": Dollars(-2), "007": Dollars(7)} {
+		if got, err := ParseUSD(s); err != nil || got != want {
+			t.Errorf("ParseUSD(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"0x10", "0b1", "0o7", "1_000", "1e3", "1E-2", "0x1p4", "1/2", "Inf", "NaN", "", "$", "1,000", "$ 1"} {
+		if got, err := ParseUSD(s); !errors.Is(err, ErrMoneyFormat) || err.Error() != "budget: not a dollar amount: "+strconv.Quote(s) {
+			t.Errorf("ParseUSD(%q) = %d, %v; want ErrMoneyFormat", s, got, err)
 		}
 	}
 }

@@ -139,6 +139,12 @@ func TestParseErrors(t *testing.T) {
 		{"money", "limits: {max_cost_usd: 1.0000000000001}\n", `line 1: limits.max_cost_usd: "1.0000000000001" has more than 12 decimals; want a dollar amount such as 1.50`},
 		{"not money", "pricing:\n  gpt-4.1: {input: cheap}\n", `line 2: pricing["gpt-4.1"].input: "cheap" is not a dollar amount; want one such as 1.50`},
 		{"negative money", "tenants: [{name: a, key: k, budget: {usd: -5}}]\n", "line 1: tenants[0].budget.usd: -5 is negative; want a dollar amount of 0 or more"},
+		// Numbers are plain decimals, as in the limit headers (adversary
+		// finding: 0x10 and 1_000 were dollars, 1_000 and 1e3 seconds).
+		{"money in hex", "limits: {max_cost_usd: 0x10}\n", `line 1: limits.max_cost_usd: "0x10" is not a dollar amount; want one such as 1.50`},
+		{"money with separators", "limits: {max_cost_usd: 1_000}\n", `line 1: limits.max_cost_usd: "1_000" is not a dollar amount; want one such as 1.50`},
+		{"seconds with separators", "limits: {deadline: 1_000}\n", `line 1: limits.deadline: "1_000" is not a duration; want one such as 500ms, 30s or 5m, or a number of seconds`},
+		{"seconds with an exponent", "limits: {deadline: 1e3}\n", `line 1: limits.deadline: "1e3" is not a duration; want one such as 500ms, 30s or 5m, or a number of seconds`},
 
 		// Bad values (Validate), now with their line.
 		{"missing env", "models:\n  - alias: a\n    deployments: [{provider: openai, model: m, api_key: env:NOPE_KEY}]\n",
@@ -273,7 +279,7 @@ func TestParseDuration(t *testing.T) {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"-1", "-2s", "x", ""} {
+	for _, in := range []string{"-1", "-2s", "x", "", "1_000", "1e3", "0x1p4", "NaN", "Inf"} {
 		if _, err := ParseDuration(in); err == nil {
 			t.Errorf("ParseDuration(%q): no error", in)
 		}

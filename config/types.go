@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/internal/decimal"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -38,12 +39,14 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
 // ParseDuration parses a Go duration ("90s", "5m") or a number of seconds
-// ("90", "1.5"), the forms accepted in the config file and in the
-// X-Belay-Deadline header. Negative values are an error.
+// written as a plain decimal ("90", "1.5"; package internal/decimal: no
+// exponent, digit separators or base prefix), the forms accepted in the
+// config file and in the X-Belay-Deadline header. Negative values are an
+// error.
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	var d time.Duration
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && decimal.Plain(s) {
 		if f > float64(1<<62)/float64(time.Second) {
 			return 0, fmt.Errorf("%q is too long for a duration", s)
 		}

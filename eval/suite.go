@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/belay-run/belay/internal/decimal"
 	"github.com/belay-run/belay/internal/yamlnode"
 )
 
@@ -184,10 +185,11 @@ type Trajectory struct {
 type Duration time.Duration
 
 // UnmarshalYAML reads a Go duration ("30s", "2m") or a number of seconds
-// ("90", "1.5"), as a belay config's durations are read.
+// written as a plain decimal ("90", "1.5"; no exponent, digit separators
+// or base prefix), as a belay config's durations are read.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
-	if f, ferr := strconv.ParseFloat(n.Value, 64); ferr == nil && f <= float64(1<<62)/float64(time.Second) {
+	if f, ferr := strconv.ParseFloat(n.Value, 64); ferr == nil && decimal.Plain(n.Value) && f <= float64(1<<62)/float64(time.Second) {
 		v, err = time.Duration(f*float64(time.Second)), nil
 	}
 	if err != nil || v < 0 {

@@ -129,6 +129,13 @@ func TestLoadSuiteErrors(t *testing.T) {
 			"status: done", "scenarios.0.expect.status", `"done" is not a run status`},
 		{"bad duration", strings.Replace(goodSuite, "name: demo", "name: demo\ntimeout: soon", 1),
 			"timeout: soon", "timeout", "not a duration"},
+		// Seconds are plain decimals, as in a config and the headers.
+		{"seconds with separators", strings.Replace(goodSuite, "name: demo", "name: demo\ntimeout: 1_000", 1),
+			"timeout: 1_000", "timeout", `"1_000" is not a duration (want e.g. 30s, 2m, or a number of seconds)`},
+		{"seconds with an exponent", strings.Replace(goodSuite, "name: demo", "name: demo\ntimeout: 1e3", 1),
+			"timeout: 1e3", "timeout", `"1e3" is not a duration (want e.g. 30s, 2m, or a number of seconds)`},
+		{"money in hex", strings.Replace(goodSuite, "status: succeeded", "status: succeeded\n      max_cost_usd: 0x10", 1),
+			"max_cost_usd: 0x10", "scenarios.0.expect.max_cost_usd", `budget: not a dollar amount: "0x10"`},
 		{"bad number", strings.Replace(goodSuite, "exit_code: 0", "exit_code: zero", 1),
 			"exit_code: zero", "scenarios.0.expect.exit_code", `must be a whole number, not "zero"`},
 		{"bad max_cost_usd", strings.Replace(goodSuite, "status: succeeded", "status: succeeded\n      max_cost_usd: lots", 1),

@@ -136,9 +136,11 @@ func runID(r *http.Request) (string, *failure.Error) {
 	return id, nil
 }
 
-// requestLimits returns base lowered by the request's X-Belay-Max-Turns,
-// X-Belay-Deadline (a Go duration or seconds) and X-Belay-Max-Cost-Usd
-// headers, and the limits those headers asked for (a zero field was not
+// requestLimits returns base lowered by the request's X-Belay-Max-Turns
+// (a whole number), X-Belay-Deadline (a Go duration or seconds) and
+// X-Belay-Max-Cost-Usd (dollars) headers, their numbers plain decimals (no
+// exponent, digit separators or base prefix; see config.ParseDuration and
+// budget.ParseUSD), and the limits those headers asked for (a zero field was not
 // asked). A request can only lower a limit: a value above the tenant's
 // limit is capped at it (and named in X-Belay-Limits-Overridden, see
 // limitsOverridden). A malformed value is an InvalidRequest failure.
@@ -167,7 +169,7 @@ func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits,
 	if v := r.Header.Get(HeaderMaxCostUSD); v != "" {
 		c, err := budget.ParseUSD(v)
 		if err != nil || c <= 0 {
-			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount", HeaderMaxCostUSD, v))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount (a plain decimal, e.g. 0.25 or $0.25)", HeaderMaxCostUSD, v))
 		}
 		asked.MaxCostUSD = config.USD(c)
 		if l.MaxCostUSD == 0 || config.USD(c) < l.MaxCostUSD {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -44,6 +45,42 @@ func TestLimitsOverridden(t *testing.T) {
 		}
 		if got := limitsOverridden(asked, l); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The limit headers' numbers are plain decimals: Go's and YAML's other
+// spellings are refused as malformed, whichever header carries them
+// (adversary finding: X-Belay-Max-Cost-Usd took 0x10, 0b1 and 1_000 but
+// not 1e3; X-Belay-Deadline took 1_000).
+func TestLimitHeadersArePlainDecimals(t *testing.T) {
+	tenant := config.Limits{}
+	ask := func(h, v string) (config.Limits, string) {
+		t.Helper()
+		r, _ := http.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set(h, v)
+		_, asked, fe := requestLimits(r, tenant)
+		if fe != nil {
+			return asked, fe.Message
+		}
+		return asked, ""
+	}
+	for _, v := range []string{"0x10", "0b1", "0o7", "1_000", "1e3", "1E-2", "Inf", "NaN", "1/2", "0x1p4"} {
+		if _, msg := ask(HeaderMaxCostUSD, v); msg != HeaderMaxCostUSD+": "+strconv.Quote(v)+" is not a positive dollar amount (a plain decimal, e.g. 0.25 or $0.25)" {
+			t.Errorf("%s: %s: %q", HeaderMaxCostUSD, v, msg)
+		}
+		if _, msg := ask(HeaderDeadline, v); msg != HeaderDeadline+": "+strconv.Quote(v)+" is not a positive duration (e.g. 90s, 5m or 90)" {
+			t.Errorf("%s: %s: %q", HeaderDeadline, v, msg)
+		}
+	}
+	for v, want := range map[string]budget.USD{"16": budget.Dollars(16), "$1000": budget.Dollars(1000), "0.25": budget.Micros(250_000), ".5": budget.Micros(500_000), " 2 ": budget.Dollars(2)} {
+		if asked, msg := ask(HeaderMaxCostUSD, v); msg != "" || asked.MaxCostUSD.V() != want {
+			t.Errorf("%s: %q: %v, %q; want %v", HeaderMaxCostUSD, v, asked.MaxCostUSD.V(), msg, want)
+		}
+	}
+	for v, want := range map[string]time.Duration{"1000": 1000 * time.Second, "1.5": 1500 * time.Millisecond, "90s": 90 * time.Second, "5m": 5 * time.Minute} {
+		if asked, msg := ask(HeaderDeadline, v); msg != "" || asked.Deadline.D() != want {
+			t.Errorf("%s: %q: %v, %q; want %v", HeaderDeadline, v, asked.Deadline.D(), msg, want)
 		}
 	}
 }
