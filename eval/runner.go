@@ -101,6 +101,12 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 	if err := s.checkSizes(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadSuite, s.Path, err)
 	}
+	// What it leaves 0 gets LoadSuite's defaults (a concurrency of 0
+	// started no worker, and Run waited forever), on a copy: the caller's
+	// suite is not changed.
+	cp := *s
+	cp.setDefaults()
+	s = &cp
 	for i, sc := range s.Scenarios {
 		if err := checkRunIDPart(sc.Name); err != nil {
 			return nil, fmt.Errorf("%w: %s: scenarios.%d.name: %w", ErrBadSuite, s.Path, i, err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -530,5 +531,27 @@ func TestRunScenarioNameRunID(t *testing.T) {
 		"(evXXXXXXXXXX-NAME-N, sent as X-Belay-Run-Id), so it may use only letters, digits and . _ : -, at most 109 characters"
 	if !errors.Is(err, ErrBadSuite) || err.Error() != want {
 		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}
+
+// A suite built in code that leaves runs, concurrency and timeout 0 gets
+// LoadSuite's defaults (helper finding: concurrency 0 started no worker
+// and Run waited forever), and the caller's suite is not changed.
+func TestRunCodeSuiteDefaults(t *testing.T) {
+	var calls atomic.Int64
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) {
+		calls.Add(1)
+		return 0, "", nil
+	}))
+	s := &Suite{Version: SuiteVersion, Agent: AgentSpec{Go: name}, Scenarios: []Scenario{{Name: "a"}}}
+	rep, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Outcomes) != 10 || calls.Load() != 10 {
+		t.Errorf("%d outcomes, %d agent calls; want the default 10 runs", len(rep.Outcomes), calls.Load())
+	}
+	if s.Runs != 0 || s.Concurrency != 0 || s.Timeout != 0 {
+		t.Errorf("Run changed the caller's suite: runs %d, concurrency %d, timeout %v", s.Runs, s.Concurrency, s.Timeout)
 	}
 }

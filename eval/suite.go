@@ -268,16 +268,9 @@ func badAt(n *yaml.Node, msg string, path ...string) error {
 	return &fieldError{path: path, line: n.Line, msg: msg}
 }
 
-func (s *Suite) validate() error {
-	if s.Version != SuiteVersion {
-		return bad(fmt.Sprintf("version %d is not understood (this belay reads version %d)", s.Version, SuiteVersion), "version")
-	}
-	if (s.Agent.Go == "") == (len(s.Agent.Command) == 0) {
-		return bad("name exactly one of agent.go (an in-process Go agent) or agent.command", "agent")
-	}
-	if err := s.checkSizes(); err != nil {
-		return err
-	}
+// setDefaults gives the fields left 0 their defaults: runs 10,
+// concurrency 4, timeout 60s, model gpt-4o-mini.
+func (s *Suite) setDefaults() {
 	if s.Runs == 0 {
 		s.Runs = 10
 	}
@@ -290,6 +283,19 @@ func (s *Suite) validate() error {
 	if s.Model == "" {
 		s.Model = "gpt-4o-mini"
 	}
+}
+
+func (s *Suite) validate() error {
+	if s.Version != SuiteVersion {
+		return bad(fmt.Sprintf("version %d is not understood (this belay reads version %d)", s.Version, SuiteVersion), "version")
+	}
+	if (s.Agent.Go == "") == (len(s.Agent.Command) == 0) {
+		return bad("name exactly one of agent.go (an in-process Go agent) or agent.command", "agent")
+	}
+	if err := s.checkSizes(); err != nil {
+		return err
+	}
+	s.setDefaults()
 	if err := checkMinPassRate(s.MinPassRate); err != nil {
 		return err
 	}
