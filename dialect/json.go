@@ -15,6 +15,10 @@ import (
 // a body that is not one valid JSON object.
 var ErrNotObject = errors.New("dialect: request body is not a JSON object")
 
+// ErrNotArray is returned by EachElementOfValid for a value that is not a
+// JSON array.
+var ErrNotArray = errors.New("dialect: value is not a JSON array")
+
 // RewriteModel returns body with the value of its top-level "model" member
 // replaced by the JSON string model. Every other byte is kept as it was:
 // member order, whitespace, unknown fields and number spellings survive, so

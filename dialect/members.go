@@ -36,6 +36,32 @@ func EachMemberOfValid(body []byte, fn func(name, value []byte)) error {
 	return err
 }
 
+// EachElementOfValid calls fn for each element of the JSON array array, in
+// order: value is the element exactly as sent, without the whitespace
+// around it, and shares memory with array. Elements are not decoded and
+// nested arrays are not entered. It returns ErrNotArray, without calling
+// fn, when array is not an array (null included); the error is not
+// wrapped, so that telling a string from an array costs no allocation.
+//
+// array must be valid JSON (a value EachMember passed to fn, say): the
+// validity check is skipped, and passed JSON that is not valid, it may
+// panic or misreport. It does not modify array.
+func EachElementOfValid(array []byte, fn func(value []byte)) error {
+	i := skipSpace(array, 0)
+	if i == len(array) || array[i] != '[' {
+		return ErrNotArray
+	}
+	for i = skipSpace(array, i+1); array[i] != ']'; {
+		end := skipValue(array, i)
+		fn(array[i:end])
+		i = skipSpace(array, end)
+		if array[i] == ',' {
+			i = skipSpace(array, i+1)
+		}
+	}
+	return nil
+}
+
 // DecodeMember decodes the value of every top-level member of the JSON
 // object body whose name equals name under Unicode case folding (as
 // encoding/json matches a struct field), in order, into v. It leaves in v
@@ -139,11 +165,20 @@ func skipValue(b []byte, i int) int {
 // is b[i]: the first quote preceded by an even number of backslashes.
 func skipString(b []byte, i int) int {
 	for i++; ; i++ {
-		q := bytes.IndexByte(b[i:], '"')
-		if q < 0 { // not valid JSON
-			return len(b)
+		// Most strings of a request's structure (names, types, ids) are
+		// short: a byte loop finds their end sooner than a call of
+		// bytes.IndexByte, which is kept for the long ones.
+		short := min(i+16, len(b))
+		for i < short && b[i] != '"' {
+			i++
 		}
-		i += q
+		if i == short {
+			q := bytes.IndexByte(b[i:], '"')
+			if q < 0 { // not valid JSON
+				return len(b)
+			}
+			i += q
+		}
 		backslashes := 0
 		for b[i-1-backslashes] == '\\' { // stops at the opening quote at the latest
 			backslashes++
