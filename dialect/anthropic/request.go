@@ -68,33 +68,6 @@ type Source struct {
 	FileID    string `json:"file_id,omitempty"`
 }
 
-// mediaTokens estimates the non-text blocks of bs, and of the content of
-// their tool_result blocks: an image is dialect.AnthropicImageTokens; a
-// document with a text source is its text at 4 characters a token, other
-// documents (PDF) are estimated from their data size
-// (dialect.EstimateDocumentTokens).
-func mediaTokens(bs []ContentBlock) int64 {
-	var n int64
-	for _, b := range bs {
-		switch b.Type {
-		case "image":
-			n += dialect.AnthropicImageTokens
-		case "document":
-			switch {
-			case b.Source != nil && b.Source.Type == "text":
-				n += dialect.EstimateTokens(int64(len(b.Source.Data)))
-			case b.Source != nil:
-				n += dialect.EstimateDocumentTokens(int64(len(b.Source.Data)))
-			default:
-				n += dialect.EstimateDocumentTokens(0)
-			}
-		case "tool_result":
-			n += mediaTokens(blocks(b.Content))
-		}
-	}
-	return n
-}
-
 // Blocks returns the message's content as blocks; a string content is one
 // text block. Content that is neither yields nil.
 func (m Message) Blocks() []ContentBlock { return blocks(m.Content) }
@@ -205,31 +178,6 @@ func (r *Request) Validate() error {
 // see dialect.RewriteModel.
 func RewriteModel(body []byte, model string) ([]byte, error) {
 	return dialect.RewriteModel(body, model)
-}
-
-// EstimatePromptTokens estimates the input tokens of r for a budget
-// reservation: ceil(chars/4) over the system prompt, message text, tool_use
-// names and inputs, tool_result text, and tool names, descriptions and input
-// schemas, plus 3 tokens per message, plus a per-block upper bound for
-// images and documents (see mediaTokens). It is an estimate (Anthropic's
-// own tokenizer is not public); it is never below 1.
-func EstimatePromptTokens(r *Request) int64 {
-	chars := int64(len(r.SystemText()))
-	var media int64
-	for _, m := range r.Messages {
-		bs := m.Blocks()
-		media += mediaTokens(bs)
-		for _, b := range bs {
-			chars += int64(len(b.Text) + len(b.Name) + len(b.Input) + len(b.Thinking))
-			if b.Type == "tool_result" {
-				chars += int64(len(b.ResultText()))
-			}
-		}
-	}
-	for _, t := range r.Tools {
-		chars += int64(len(t.Name) + len(t.Description) + len(t.InputSchema))
-	}
-	return max(dialect.EstimateTokens(chars)+media+3*int64(len(r.Messages)), 1)
 }
 
 // MaxOutputTokens returns max_tokens; ok is false when it is not set (the

@@ -129,9 +129,10 @@ func TestParseRequestFieldsAndEstimates(t *testing.T) {
 	if n, ok := openai.MaxOutputTokens(r); n != 100 || !ok {
 		t.Fatalf("max %d %v", n, ok)
 	}
-	// chars: 9 + 4 + (6+2) + 2 + tool (6 + 17) = 46 → 12 tokens; + 3*4 messages + 3 primer;
-	// + one high-detail image.
-	if got := openai.EstimatePromptTokens(r); got != 12+12+3+dialect.OpenAIImageTokens {
+	// chars: 9 + 4 + (6+2) + 2 + tool (6 + 17) + the unknown member's
+	// {"x":[1,2]} 11 = 57 → 15 tokens; + 3*4 messages + 3 primer; + one
+	// high-detail image.
+	if got := openai.EstimatePromptTokens(r); got != 15+12+3+dialect.OpenAIImageTokens {
 		t.Fatalf("estimate %d", got)
 	}
 }

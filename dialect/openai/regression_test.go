@@ -1,6 +1,9 @@
 package openai_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -53,6 +56,114 @@ func TestRegression_14_RequestMessages(t *testing.T) {
 		_, err := openai.ParseRequest([]byte(tc.body))
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s: err = %v, want %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+// bigSchema returns a JSON Schema of about size bytes: an object of
+// string properties with descriptions, as a form-filling agent sends.
+func bigSchema(size int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"field_%d":{"type":"string","description":"Field %d of the record, as printed on the form."}`, i, i)
+	}
+	b.WriteString(`},"additionalProperties":false}`)
+	return b.String()
+}
+
+// Adversarial finding: a 147 KB JSON schema sent as tools was estimated
+// right, but sent as the legacy functions, as response_format's
+// json_schema or as prediction content it counted about one token, so 20
+// concurrent calls all fitted a $0.01 run limit and spent $0.11. Every
+// prompt part counts: what belay does not know counts by its JSON size.
+func TestRegression_PromptEstimateCountsEveryPromptPart(t *testing.T) {
+	schema := bigSchema(147_000)
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, []byte(schema), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	text := strings.Repeat("lorem ipsum ", 200_000/12)
+	estimate := func(members, content string) int64 {
+		t.Helper()
+		r, err := openai.ParseRequest([]byte(`{"model":"m",` + members + `"messages":[{"role":"user","content":` + content + `}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return openai.EstimatePromptTokens(r)
+	}
+	asTools := estimate(`"tools":[{"type":"function","function":{"name":"record","parameters":`+schema+`}}],`, `"hi"`)
+	asText := estimate("", quoted(text))
+	if asTools < 30_000 || asText < 45_000 {
+		t.Fatalf("baselines: schema as tools %d, text as content %d tokens; want about 36 000 and 50 000", asTools, asText)
+	}
+	for _, tc := range []struct {
+		name, members, content string
+		want                   int64
+	}{
+		{"functions", `"functions":[{"name":"record","parameters":` + schema + `}],`, `"hi"`, asTools},
+		{"response_format", `"response_format":{"type":"json_schema","json_schema":{"name":"record","strict":true,"schema":` + schema + `}},`, `"hi"`, asTools},
+		{"response_format pretty-printed", `"response_format":{"type":"json_schema","json_schema":{"name":"record","strict":true,"schema":` + pretty.String() + `}},`, `"hi"`, asTools},
+		{"prediction string", `"prediction":{"type":"content","content":` + quoted(schema) + `},`, `"hi"`, asTools},
+		{"prediction parts", `"prediction":{"type":"content","content":[{"type":"text","text":` + quoted(schema) + `}]},`, `"hi"`, asTools},
+		{"unknown member", `"future_schema":` + schema + `,`, `"hi"`, asTools},
+		{"custom tool", `"tools":[{"type":"custom","custom":{"name":"record","format":{"type":"grammar","grammar":{"syntax":"lark","definition":` + quoted(text) + `}}}}],`, `"hi"`, asText},
+		{"unknown content part", "", `[{"type":"future_text","future_text":{"text":` + quoted(text) + `}}]`, asText},
+		{"text part", "", `[{"type":"text","text":` + quoted(text) + `}]`, asText},
+		{"refusal part", "", `[{"type":"refusal","refusal":` + quoted(text) + `}]`, asText},
+	} {
+		got := estimate(tc.members, tc.content)
+		if got < tc.want*9/10 || got > tc.want*11/10 {
+			t.Errorf("%s: estimate %d tokens, want within 10%% of %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The same finding in a conversation's history: a legacy function_call of
+// an assistant message counts as a tool call does, and a message member
+// belay does not know counts by its JSON size.
+func TestRegression_PromptEstimateCountsEveryMessagePart(t *testing.T) {
+	args, _ := json.Marshal(bigSchema(100_000))
+	estimate := func(assistant string) int64 {
+		t.Helper()
+		r, err := openai.ParseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"},` + assistant + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return openai.EstimatePromptTokens(r)
+	}
+	toolCall := estimate(`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"record","arguments":` + string(args) + `}}]}`)
+	for _, tc := range []struct{ name, assistant string }{
+		{"function_call", `{"role":"assistant","content":null,"function_call":{"name":"record","arguments":` + string(args) + `}}`},
+		{"unknown member", `{"role":"assistant","content":null,"future_call":` + bigSchema(100_000) + `}`},
+	} {
+		if got := estimate(tc.assistant); got < toolCall*9/10 || got > toolCall*11/10 {
+			t.Errorf("%s: estimate %d tokens, want within 10%% of the tool call's %d", tc.name, got, toolCall)
+		}
+	}
+}
+
+// Sampling settings, limits and stream options are not prompt: an
+// ordinary request's estimate is what it was before every part counted.
+func TestPromptEstimateOfOrdinaryRequests(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want int64
+	}{
+		{smallRequest, 83},
+		{`{"model":"m","temperature":1,"top_p":0.9,"n":2,"seed":7,"stop":["\n\n"],"presence_penalty":0.1,"frequency_penalty":0.1,"logit_bias":{"50256":-100},"logprobs":true,"top_logprobs":2,"user":"u","store":false,"metadata":{"k":"v"},"service_tier":"auto","reasoning_effort":"low","modalities":["text"],"max_completion_tokens":9,"parallel_tool_calls":true,"tool_choice":"auto","messages":[{"role":"developer","content":"be good"},{"role":"user","content":"hi"}]}`, 12},
+		{`{"model":"m","messages":[{"role":"system","content":"Line one.\nLine \"two\" \u00e9\u4e2d\ud83d\ude00 done"},{"role":"user","content":"x","name":"bob"}]}`, 19},
+	} {
+		r, err := openai.ParseRequest([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := openai.EstimatePromptTokens(r); got != tc.want {
+			t.Errorf("%.60s...: estimate %d, want %d", tc.body, got, tc.want)
 		}
 	}
 }

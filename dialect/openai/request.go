@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/belay-run/belay/dialect"
@@ -87,17 +86,6 @@ type FilePart struct {
 	Filename string `json:"filename,omitempty"`
 }
 
-// dataURLPayload returns the data of a data: URL ("data:MIME;base64,DATA"),
-// or s when it is not one.
-func dataURLPayload(s string) string {
-	if strings.HasPrefix(s, "data:") {
-		if _, data, ok := strings.Cut(s, ","); ok {
-			return data
-		}
-	}
-	return s
-}
-
 // parts returns an array content's parts; nil for a string or null content.
 func (m Message) parts() []ContentPart {
 	c := bytes.TrimSpace(m.Content)
@@ -109,34 +97,9 @@ func (m Message) parts() []ContentPart {
 	return parts
 }
 
-// mediaTokens estimates a message's non-text parts: an image is
-// dialect.OpenAIImageTokens (dialect.OpenAILowDetailImageTokens with detail
-// "low"), audio and files are estimated from their data size (see
-// dialect.EstimateAudioTokens and dialect.EstimateDocumentTokens).
-func mediaTokens(parts []ContentPart) int64 {
-	var n int64
-	for _, p := range parts {
-		switch {
-		case p.Type == "image_url" && p.ImageURL != nil && p.ImageURL.Detail == "low":
-			n += dialect.OpenAILowDetailImageTokens
-		case p.Type == "image_url":
-			n += dialect.OpenAIImageTokens
-		case p.Type == "input_audio" && p.InputAudio != nil:
-			n += dialect.EstimateAudioTokens(int64(len(p.InputAudio.Data)))
-		case p.Type == "file" && p.File != nil:
-			n += dialect.EstimateDocumentTokens(int64(len(dataURLPayload(p.File.FileData))))
-		}
-	}
-	return n
-}
-
 // Text returns the message's text: the content string, or the text parts
 // joined by "\n". Non-text parts (images, audio) contribute nothing.
-func (m Message) Text() string { return m.text(m.parts()) }
-
-// text is Text given the message's parts, so a caller that also needs the
-// parts decodes an array content once.
-func (m Message) text(parts []ContentPart) string {
+func (m Message) Text() string {
 	c := bytes.TrimSpace(m.Content)
 	if len(c) == 0 || c[0] == 'n' {
 		return ""
@@ -145,7 +108,7 @@ func (m Message) text(parts []ContentPart) string {
 		return unquote(c)
 	}
 	var b bytes.Buffer
-	for _, p := range parts {
+	for _, p := range m.parts() {
 		if p.Type == "text" {
 			if b.Len() > 0 {
 				b.WriteByte('\n')
@@ -291,40 +254,6 @@ func (r *Request) IncludeUsage() bool {
 // see dialect.RewriteModel.
 func RewriteModel(body []byte, model string) ([]byte, error) {
 	return dialect.RewriteModel(body, model)
-}
-
-// perMessageTokens is the overhead OpenAI's cookbook counts per message
-// ("How to count tokens with tiktoken": 3 tokens per message for current
-// models, plus 3 to prime the reply).
-const perMessageTokens = 3
-
-// EstimatePromptTokens estimates the prompt tokens of r for a budget
-// reservation: ceil(chars/4) over message text, names, tool-call names and
-// arguments, and the compacted JSON of tool declarations, plus 3 tokens per
-// message and 3 for the reply primer, plus a per-part upper bound for
-// non-text parts: images, audio, files (see the dialect package's
-// constants). It is an estimate, not a tokenizer count; it is never below 1.
-func EstimatePromptTokens(r *Request) int64 {
-	var chars, media int64
-	for _, m := range r.Messages {
-		parts := m.parts()
-		media += mediaTokens(parts)
-		chars += int64(len(m.text(parts)) + len(m.Name) + len(m.Refusal))
-		for _, c := range m.ToolCalls {
-			chars += int64(len(c.Function.Name) + len(c.Function.Arguments))
-		}
-	}
-	var compact bytes.Buffer // a tool's parameters without insignificant whitespace
-	for _, t := range r.Tools {
-		params := len(t.Function.Parameters)
-		compact.Reset()
-		if json.Compact(&compact, t.Function.Parameters) == nil {
-			params = compact.Len() // however the client formatted the schema
-		}
-		chars += int64(len(t.Function.Name) + len(t.Function.Description) + params)
-	}
-	n := dialect.EstimateTokens(chars) + media + perMessageTokens*int64(len(r.Messages)) + perMessageTokens
-	return max(n, 1)
 }
 
 // MaxOutputTokens returns the request's output limit: max_completion_tokens

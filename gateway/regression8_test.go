@@ -1,0 +1,60 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// Adversarial finding: the reservation's prompt estimate counted a JSON
+// schema sent as response_format as about one token (as tools it counted
+// right), so 20 concurrent calls with a 147 KB schema all fitted a $0.01
+// run limit and spent $0.11. The schema now counts as it does in tools:
+// a call over the run's limit is refused before it is sent, with an
+// estimate of the right size.
+func TestRegression_ReservationCountsResponseFormatSchema(t *testing.T) {
+	var calls atomic.Int64
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		fmt.Fprintf(w, okCompletion, 10, 5)
+	})
+	g := newGW(t, oneAlias("", openAIDep("mini", "gpt-4o-mini", up.URL)), nil)
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := 0; b.Len() < 147_000; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"field_%d":{"type":"string","description":"Field %d of the record, as printed on the form."}`, i, i)
+	}
+	b.WriteString(`}}`)
+	schema := b.String()
+	estimate := func(members string) float64 {
+		t.Helper()
+		body := `{"model":"m","max_tokens":10,` + members + `"messages":[{"role":"user","content":"fill in the form"}]}`
+		resp, text := g.do("POST", "/v1/chat/completions", body, "X-Belay-Max-Cost-Usd", "0.0000001")
+		_, code, msg := decodeError(t, text)
+		m := regexp.MustCompile(`estimated cost \$([0-9.]+)`).FindStringSubmatch(msg)
+		if resp.StatusCode != http.StatusPaymentRequired || code != "budget_exceeded" || m == nil {
+			t.Fatalf("status %d, body %s; want 402 budget_exceeded with the estimated cost", resp.StatusCode, text)
+		}
+		usd, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return usd
+	}
+	// About 36 800 prompt tokens at gpt-4o-mini's $0.15 per million.
+	asTools := estimate(`"tools":[{"type":"function","function":{"name":"record","parameters":` + schema + `}}],`)
+	asFormat := estimate(`"response_format":{"type":"json_schema","json_schema":{"name":"record","strict":true,"schema":` + schema + `}},`)
+	if asFormat < 0.004 || asFormat > 0.008 || asFormat < asTools*0.9 || asFormat > asTools*1.1 {
+		t.Errorf("estimated cost with the schema as response_format $%v, as tools $%v; want both about $0.0055", asFormat, asTools)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("upstream calls = %d, want 0", n)
+	}
+}
