@@ -88,6 +88,9 @@ type Config struct {
 
 	// Path is the file the configuration was read from; empty for Default.
 	Path string `yaml:"-"`
+	// LimitsDefaulted: the file had no limits section, so Limits are
+	// DefaultLimits() (set by Load and Parse).
+	LimitsDefaulted bool `yaml:"-"`
 }
 
 // Provider names the wire dialect of a deployment.
@@ -343,7 +346,7 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		// No limits section: the defaults, not unbounded runs (a config
 		// written to set models or a port kept no limit at all before; a
 		// newcomer found it). limits: {} sets none.
-		c.Limits = DefaultLimits()
+		c.Limits, c.LimitsDefaulted = DefaultLimits(), true
 	}
 	if err := c.resolve(lookup); err != nil {
 		return nil, chk.locate(err)

@@ -364,6 +364,10 @@ func checkPriced(cfg *config.Config, pricing *budget.Pricing, log *slog.Logger) 
 // "tenant acme's budget $50.00"), or "" when there is none.
 func moneyLimit(cfg *config.Config) string {
 	if cfg.Limits.MaxCostUSD > 0 {
+		if cfg.LimitsDefaulted {
+			return "the default run limit of " + cfg.Limits.MaxCostUSD.V().String() +
+				" (the config has no limits section; one without max_cost_usd sets no money limit)"
+		}
 		return "limits.max_cost_usd " + cfg.Limits.MaxCostUSD.V().String()
 	}
 	for _, t := range cfg.Tenants {

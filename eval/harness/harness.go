@@ -8,6 +8,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/eval"
 	"github.com/belay-run/belay/gateway"
@@ -83,7 +85,11 @@ func New(ctx context.Context, st store.Store, s *eval.Suite, p eval.Providers) (
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", eval.ErrBadSuite, err)
 	}
+	cfg.Limits = suiteMoneyLimit(s) // the runs' limits are the suite's: see Start
 	stack, err := gateway.Build(ctx, cfg, gateway.Options{Store: st, Approver: approver(s.Approvals), Logger: quiet})
+	if ue, ok := errors.AsType[*gateway.UnpricedError](err); ok {
+		ue.Limit = "the suite's money limit (max_cost_usd " + cfg.Limits.MaxCostUSD.V().String() + ")"
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: providers: %w", eval.ErrBadSuite, s.Path, err)
 	}
@@ -102,6 +108,27 @@ func New(ctx context.Context, st store.Store, s *eval.Suite, p eval.Providers) (
 		}
 	}
 	return &Harness{suite: s, st: st, stack: stack, rt: inproc.RoundTripper(stack.Server.Handler())}, nil
+}
+
+// suiteMoneyLimit returns limits holding only the suite's money limit
+// (its limits', else the first scenario's that has one), for the gateway's
+// check that every deployment is priced (gateway.UnpricedError): the runs
+// get their limits from the suite, not from a config's limits, which eval
+// does not use.
+func suiteMoneyLimit(s *eval.Suite) config.Limits {
+	specs := []*eval.LimitsSpec{&s.Limits}
+	for i := range s.Scenarios {
+		specs = append(specs, s.Scenarios[i].Limits)
+	}
+	for _, l := range specs {
+		if l == nil || l.MaxCostUSD == "" {
+			continue
+		}
+		if v, err := budget.ParseUSD(l.MaxCostUSD); err == nil && v > 0 {
+			return config.Limits{MaxCostUSD: config.USD(v)}
+		}
+	}
+	return config.Limits{}
 }
 
 func simName(i int) string { return "sim-" + strconv.Itoa(i) }

@@ -3,6 +3,8 @@ package harness_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -132,6 +134,51 @@ func TestNewBadProviders(t *testing.T) {
 			}
 			if !errors.Is(err, eval.ErrBadSuite) { // belay eval exits 2 for it
 				t.Errorf("error %q is not eval.ErrBadSuite", err)
+			}
+		})
+	}
+}
+
+// The gateway's refusal of unpriced deployments follows the suite's money
+// limit, which its runs get, not the limits of a providers config, which
+// eval does not use (newcomer finding: a suite's max_cost_usd did not hold
+// for an unpriced model, and a config's own limit refused a suite without
+// one).
+func TestUnpricedFollowsSuiteMoneyLimit(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "belay.yaml")
+	if err := os.WriteFile(cfg, []byte("limits: {max_cost_usd: 0.50}\nmodels:\n  - alias: m\n    deployments:\n"+
+		"      - {name: ft, provider: openai, model: my-finetune-1, base_url: \"sim://\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New()
+	defer st.Close()
+	for _, c := range []struct {
+		name   string
+		limits eval.LimitsSpec
+		says   string // "" when it builds
+	}{
+		{"suite money limit", eval.LimitsSpec{MaxCostUSD: "0.000001"},
+			"no price for deployment ft (openai model \"my-finetune-1\"), so the suite's money limit (max_cost_usd $0.000001) would count its calls as $0"},
+		{"no suite money limit", eval.LimitsSpec{MaxTurns: 3}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &eval.Suite{Version: eval.SuiteVersion, Path: filepath.Join(dir, "suite.yaml"), Dir: dir, Model: "m",
+				Limits: c.limits, Scenarios: []eval.Scenario{{Name: "a"}}}
+			h, err := harness.New(t.Context(), st, s, eval.Providers{Config: cfg})
+			if c.says == "" {
+				if err != nil {
+					t.Fatalf("error %v; want the setup built", err)
+				}
+				h.Close()
+				return
+			}
+			if err == nil {
+				h.Close()
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), c.says) || !errors.Is(err, eval.ErrBadSuite) {
+				t.Errorf("error %q; want eval.ErrBadSuite saying %s", err, c.says)
 			}
 		})
 	}

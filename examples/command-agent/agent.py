@@ -64,8 +64,8 @@ def main():
                 result = orders.get(order_id, {"error": "order not found"})
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)})
     except urllib.error.HTTPError as e:
-        # belay drops a command's stderr: say it on stdout, where a failed run's report line shows it.
-        print(f"model call failed: {e.code} {e.read().decode()}")
+        # A run that exits non-zero quotes the last lines of its stderr in the report: say why there.
+        print(f"model call failed: {e.code} {e.read().decode()}", file=sys.stderr)
         return 1
     finally:
         with open(world_path, "w") as f:
