@@ -25,7 +25,8 @@ type front interface {
 	errorEvent(e *failure.Error) []byte
 	// newStream returns a fresh stream follower.
 	newStream(r *request) streamFollower
-	// usage reads the usage of a complete non-streamed response body.
+	// usage reads the usage of a complete non-streamed response body
+	// that answerFault passed (valid JSON).
 	usage(body []byte) (dialect.Usage, bool)
 	// answerMember is the member a 2xx non-streamed response body of this
 	// dialect always has, an array: "choices" (an OpenAI chat

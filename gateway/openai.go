@@ -77,7 +77,7 @@ func (openAIFront) newStream(r *request) streamFollower {
 func (openAIFront) answerMember() string { return "choices" }
 
 func (openAIFront) usage(body []byte) (dialect.Usage, bool) {
-	u, ok := openai.ResponseUsage(body)
+	u, ok := openai.ResponseUsageOfValid(body) // answerFault checked it
 	if !ok {
 		return dialect.Usage{}, false
 	}

@@ -14,7 +14,18 @@ import (
 // integers, its names as OpenAI spells them) is read without reflection;
 // anything else is decoded by encoding/json. Safe for concurrent use.
 func ResponseUsage(body []byte) (u Usage, ok bool) {
-	if u, ok, sure := usageQuick(body); sure {
+	return responseUsage(body, dialect.EachMember)
+}
+
+// ResponseUsageOfValid is ResponseUsage for a body already known to be
+// valid JSON (checked with dialect.EachMember, say): the validity check is
+// not repeated. Passed JSON that is not valid, it may misreport.
+func ResponseUsageOfValid(body []byte) (u Usage, ok bool) {
+	return responseUsage(body, dialect.EachMemberOfValid)
+}
+
+func responseUsage(body []byte, each func([]byte, func(name, value []byte)) error) (u Usage, ok bool) {
+	if u, ok, sure := usageQuick(body, each); sure {
 		return u, ok
 	}
 	var p *Usage
@@ -26,10 +37,10 @@ func ResponseUsage(body []byte) (u Usage, ok bool) {
 
 // usageQuick is ResponseUsage without reflection; sure is false when the
 // body is not the usual one and encoding/json must decide.
-func usageQuick(body []byte) (u Usage, ok, sure bool) {
+func usageQuick(body []byte, each func([]byte, func(name, value []byte)) error) (u Usage, ok, sure bool) {
 	var val []byte
 	n, odd := 0, false
-	if err := dialect.EachMember(body, func(name, value []byte) {
+	if err := each(body, func(name, value []byte) {
 		if bytes.EqualFold(name, []byte("usage")) {
 			n, odd, val = n+1, odd || string(name) != "usage", value
 		}
