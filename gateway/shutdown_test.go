@@ -34,26 +34,10 @@ func TestShutdownEndsOpenStreamsCleanly(t *testing.T) {
 		}
 	})
 	defer close(release)
-	cfg, err := config.Parse([]byte(oneAlias("timeouts: {shutdown: 50ms}\n", openAIDep("d", "gpt-4o-mini", up.URL))),
-		"test.yaml", func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
 	st := memstore.New()
-	stack, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close(context.Background())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- stack.Server.Serve(ctx, ln) }()
+	stack, addr, stop, served := serveWithGrace(t, up.URL, st)
 
-	req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/v1/chat/completions",
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/chat/completions",
 		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("X-Belay-Run-Id", "shut-1")
 	resp, err := http.DefaultClient.Do(req)
@@ -111,23 +95,7 @@ func TestShutdownAnswersWaitingCall(t *testing.T) {
 		}
 	})
 	defer close(release)
-	cfg, err := config.Parse([]byte(oneAlias("timeouts: {shutdown: 50ms}\n", openAIDep("d", "gpt-4o-mini", up.URL))),
-		"test.yaml", func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close(context.Background())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- stack.Server.Serve(ctx, ln) }()
+	_, addr, stop, served := serveWithGrace(t, up.URL, memstore.New())
 	type result struct {
 		status int
 		body   string
@@ -135,7 +103,7 @@ func TestShutdownAnswersWaitingCall(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/chat/completions", "application/json",
+		resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
 			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 		if err != nil {
 			done <- result{err: err}
@@ -155,4 +123,31 @@ func TestShutdownAnswersWaitingCall(t *testing.T) {
 	if r.err != nil || r.status != http.StatusServiceUnavailable || strings.TrimSpace(r.body) != want {
 		t.Errorf("status %d, body %s, error %v; want 503 %s", r.status, r.body, r.err, want)
 	}
+}
+
+// serveWithGrace serves, on a loopback port, a gateway whose alias m is one
+// deployment at upstream URL up, over st, with timeouts.shutdown of 50ms.
+// It returns the stack, the address, the stop of the serving context (a
+// SIGTERM) and Serve's result.
+func serveWithGrace(t *testing.T, up string, st *memstore.Store) (*gateway.Stack, string, context.CancelFunc, <-chan error) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(oneAlias("timeouts: {shutdown: 50ms}\n", openAIDep("d", "gpt-4o-mini", up))),
+		"test.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stack.Close(context.Background()) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	served := make(chan error, 1)
+	go func() { served <- stack.Server.Serve(ctx, ln) }()
+	return stack, ln.Addr().String(), stop, served
 }
