@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/belay-run/belay/dialect"
@@ -33,49 +34,33 @@ func toUpstream(t *testing.T, body []byte, model string) (*request, []byte) {
 	return req, up
 }
 
-// A streaming request whose stream_options member is spelled with another
-// case: belay's parser (encoding/json, case-insensitive) reads it as
-// stream_options with include_usage false, so belay asks for the usage
-// chunk; setMember matched "stream_options" case-sensitively and added a
-// second member instead of replacing the client's.
-func TestReview3bStreamOptionsCasing(t *testing.T) {
-	body := []byte(`{"model":"gpt-4o-mini","stream":true,"Stream_Options":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}`)
-	req, up := toUpstream(t, body, "dep-model")
-	// What a Go upstream (encoding/json into a struct) reads: the last
-	// case-insensitive match wins.
-	var goUp struct {
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
+// A member named with another case than the field it matches under case
+// folding ("Stream_Options", "Model", "Max_Tokens", "N") is refused with
+// 400, naming the member and the field meant. encoding/json read it into
+// the field, while a provider that matches names exactly reads another
+// member or none: belay's routing, reservation or stream handling then
+// differed from the provider's (review 3b had belay rename "Model" and
+// "Stream_Options" in the upstream body; the adversary of session 7 found
+// "Max_Tokens" and "N", which it did not rename, so the reservation and
+// the provider disagreed).
+func TestReview3bMemberCasingRefused(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"model":"gpt-4o-mini","stream":true,"Stream_Options":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}`: `Stream_Options: is not a member of the request (names are case-sensitive): did you mean "stream_options"?`,
+		`{"Model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`:                                                        `Model: is not a member of the request (names are case-sensitive): did you mean "model"?`,
+		`{"model":"m","max_tokens":100000,"Max_Tokens":5,"messages":[{"role":"user","content":"hi"}]}`:                               `Max_Tokens: is not a member of the request (names are case-sensitive): did you mean "max_tokens"?`,
+		`{"model":"m","n":128,"N":1,"messages":[{"role":"user","content":"hi"}]}`:                                                    `N: is not a member of the request (names are case-sensitive): did you mean "n"?`,
+	} {
+		if _, err := (openAIFront{}).parse([]byte(body)); err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %s", body, err, want)
+		}
 	}
-	if err := json.Unmarshal(up, &goUp); err != nil {
-		t.Fatal(err)
+	if _, err := (anthropicFront{}).parse([]byte(`{"model":"m","Max_Tokens":5,"max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`)); err == nil ||
+		!strings.Contains(err.Error(), `did you mean "max_tokens"?`) {
+		t.Errorf("anthropic: error %v, want the member named", err)
 	}
-	if req.addedUsage && (goUp.StreamOptions == nil || !goUp.StreamOptions.IncludeUsage) {
-		t.Errorf("belay strips a usage chunk it asked for, but upstream body %s asks for none (include_usage=%v)", up, goUp.StreamOptions)
-	}
-	// A case-sensitive upstream reads the one stream_options belay set.
-	m := adv2Upstream(t, up)
-	if _, dup := m["Stream_Options"]; dup || len(m) != 4 || string(m["stream_options"]) != `{"include_usage":true}` {
-		t.Errorf("upstream body %s: want the client's members, with stream_options (named so) asking for usage", up)
-	}
-}
-
-// The model named with another case ("Model"): routing uses it, but the
-// rewrite for the deployment inserts a lowercase "model" and keeps the
-// client's "Model", so the upstream gets two models.
-func TestReview3bModelCasing(t *testing.T) {
-	body := []byte(`{"Model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
-	req, up := toUpstream(t, body, "dep-model")
-	var goUp struct {
-		Model string `json:"model"`
-	}
-	json.Unmarshal(up, &goUp)
-	if goUp.Model != "dep-model" {
-		t.Errorf("routed model %q; upstream (Go decoder) reads model %q from %s; want dep-model", req.model, goUp.Model, up)
-	}
-	if _, dup := adv2Upstream(t, up)["Model"]; dup {
-		t.Errorf("upstream body keeps the client's \"Model\" next to belay's \"model\": %s", up)
+	// Members belay does not decode are the provider's to judge, whatever their case.
+	if _, err := (openAIFront{}).parse([]byte(`{"model":"m","Temperature":1,"messages":[{"role":"user","content":"hi"}]}`)); err != nil {
+		t.Errorf("an unknown member: %v", err)
 	}
 }
 

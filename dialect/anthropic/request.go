@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/belay-run/belay/dialect"
 )
@@ -134,11 +135,17 @@ func ParseRequest(body []byte) (*Request, error) {
 		return nil, err
 	}
 	r.Raw = body
+	if err := dialect.CaseMismatch(body, requestFields); err != nil {
+		return nil, err
+	}
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
+
+// requestFields are the members Request decodes, for dialect.CaseMismatch.
+var requestFields = dialect.FieldsOf(reflect.TypeFor[Request]())
 
 // Validate checks what belay relies on and what the Messages API requires
 // of every request: model, max_tokens >= 1, a non-empty messages array with

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"unicode/utf8"
 
 	"github.com/belay-run/belay/dialect"
@@ -185,11 +186,17 @@ func ParseRequest(body []byte) (*Request, error) {
 		return nil, err
 	}
 	r.Raw = body
+	if err := dialect.CaseMismatch(body, requestFields); err != nil {
+		return nil, err
+	}
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
+
+// requestFields are the members Request decodes, for dialect.CaseMismatch.
+var requestFields = dialect.FieldsOf(reflect.TypeFor[Request]())
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
