@@ -217,6 +217,20 @@ func (s *Server) adminKill(w http.ResponseWriter, r *http.Request) error {
 	if err := CheckKill(s.cfg, k.Target, k.Name); err != nil && !in.Force {
 		return &adminError{http.StatusNotFound, err.Error() + `; send "force": true to set the flag anyway (a gateway with another config, or a Go agent, sharing the store may serve it)`}
 	}
+	if k.Target == store.KillRun && !in.Force && s.store != nil {
+		// As belay kill run: a run id neither held here nor stored is most
+		// likely mistyped. A run this gateway named is held from its
+		// start, stored only when its call ends.
+		h, ok := s.runs.(interface{ Holds(string) bool })
+		if !ok || !h.Holds(k.Name) {
+			var nr *NoRunError
+			if err := CheckKillRun(r.Context(), s.store, k.Name); errors.As(err, &nr) {
+				return &adminError{http.StatusNotFound, err.Error() + ` nor held by this gateway; send "force": true to set the flag anyway (a flag may be set before its run starts)`}
+			} else if err != nil {
+				return err
+			}
+		}
+	}
 	k.At, k.By = time.Now().UTC(), "admin"
 	if err := s.setKill(r.Context(), k); err != nil {
 		return err

@@ -84,6 +84,18 @@ func TestAdminAPI(t *testing.T) {
 	if st, _ := h.admin("POST", "/admin/kill", `{"target":"planet","name":"x"}`, "adm-key"); st != 400 {
 		t.Errorf("bad target: %d", st)
 	}
+	// A run id neither stored nor held here is refused, as belay kill run
+	// refuses it, unless forced (a flag may precede its run).
+	if st, m := h.admin("POST", "/admin/kill", `{"target":"run","name":"no-such-run"}`, "adm-key"); st != 404 ||
+		m["error"] != `no run "no-such-run" in the store nor held by this gateway; send "force": true to set the flag anyway (a flag may be set before its run starts)` {
+		t.Errorf("kill of an unknown run: %d %v", st, m)
+	}
+	if st, m := h.admin("POST", "/admin/kill", `{"target":"run","name":"no-such-run","force":true}`, "adm-key"); st != 200 {
+		t.Errorf("forced kill of an unknown run: %d %v", st, m)
+	}
+	if st, _ := h.admin("DELETE", "/admin/kill?target=run&name=no-such-run", "", "adm-key"); st != 200 {
+		t.Errorf("unkill: %d", st)
+	}
 	if st, _ := h.admin("GET", "/admin/runs?status=bogus", "", "adm-key"); st != 400 {
 		t.Errorf("runs with an unknown status: %d, want 400", st)
 	}

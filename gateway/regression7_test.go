@@ -205,3 +205,42 @@ func TestMalformedStreamEvent(t *testing.T) {
 		})
 	}
 }
+
+// The admin API kills a run this gateway holds but has not stored yet: a
+// call without X-Belay-Run-Id, in flight (its run is written when it
+// ends), without "force"; its stream ends with the kill.
+func TestAdminKillsHeldRunNotYetStored(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	gw, _ := twoDeployments(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, roleChunk+chunk("Hel"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}, func(w http.ResponseWriter, r *http.Request) {}, oneAttempt)
+	resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	id := resp.Header.Get("X-Belay-Run-Id")
+	req, _ := http.NewRequest("POST", gw.URL+"/admin/kill", strings.NewReader(fmt.Sprintf(`{"target":"run","name":%q}`, id)))
+	req.Header.Set("Authorization", "Bearer adm-key")
+	kr, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := io.ReadAll(kr.Body)
+	kr.Body.Close()
+	if kr.StatusCode != 200 {
+		t.Fatalf("kill of the held run %s: %d %s", id, kr.StatusCode, kb)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), `"code":"killed"`) {
+		t.Errorf("the stream did not end with the kill:\n%s", b)
+	}
+}

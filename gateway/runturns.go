@@ -78,6 +78,9 @@ type runStats interface {
 // Stats returns the run manager's counters.
 func (t *runTurns) Stats() run.Stats { return t.m.Stats() }
 
+// Holds reports whether this process holds run id (see run.Manager.Holds).
+func (t *runTurns) Holds(id string) bool { return t.m.Holds(id) }
+
 // Disabled reports whether d or its model carries a kill flag.
 func (t *runTurns) Disabled(d route.Deployment) bool {
 	if _, ok := t.m.Killed(store.KillDeployment, d.Name); ok {

@@ -265,6 +265,12 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 	}
 }
 
+// Holds reports whether this process has run id in memory: running, or
+// ended and not yet collected. A run the gateway named (Spec.Fresh) is in
+// the store only once its record is written, but held from its start.
+// Safe for concurrent use.
+func (m *Manager) Holds(id string) bool { return m.holds(id) }
+
 // holds reports whether this process has run id in memory.
 func (m *Manager) holds(id string) bool {
 	m.mu.Lock()
