@@ -101,3 +101,25 @@ func TestAdversary13BadSamples(t *testing.T) {
 		t.Errorf("empty samples: cost or latency checked: %+v %+v", row.Cost, row.Latency)
 	}
 }
+
+// A scenario the candidate has but ran 0 times, where the baseline ran it,
+// fails the gate as a missing one does unless Config.AllowMissing (helper
+// finding: it passed as "no runs on one side: not compared").
+func TestScenarioNotRunInCandidateFailsGate(t *testing.T) {
+	base := []Group{{Name: "a", Runs: 20, Passes: 20}, {Name: "b", Runs: 20, Passes: 20}}
+	cand := []Group{{Name: "a", Runs: 0, Passes: 0}, {Name: "b", Runs: 20, Passes: 20}}
+	res, err := Compare(base, cand, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rowByName(t, res, "a")
+	if !res.Regressed() || !slices.Equal(a.Flags, []Flag{FlagMissing}) || res.String() != "REGRESSED: a (not run in the candidate)" {
+		t.Errorf("regressed %v, a's flags %v, verdict %q; want a flagged missing, not run", res.Regressed(), a.Flags, res.String())
+	}
+	if want := "ran 20 times in the baseline but not at all in the candidate: a scenario that did not run can hide a regression"; !strings.HasPrefix(a.Why, want) {
+		t.Errorf("a: why %q, want it to start %q", a.Why, want)
+	}
+	if res, err = Compare(base, cand, Config{AllowMissing: true}); err != nil || res.Regressed() {
+		t.Errorf("with AllowMissing: regressed %v, error %v", res.Regressed(), err)
+	}
+}

@@ -269,7 +269,10 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 		b, inB := bm[n]
 		c, inC := cm[n]
 		row := newRow(n, b, c, inB, inC)
-		if row.Presence == BaselineOnly && !cfg.AllowMissing {
+		// A scenario the candidate has but never ran hides a regression as
+		// a removed one does.
+		notRun := row.Presence == Both && b.Runs > 0 && c.Runs == 0
+		if (row.Presence == BaselineOnly || notRun) && !cfg.AllowMissing {
 			row.Flags = append(row.Flags, FlagMissing)
 		}
 		if row.Presence == Both {
@@ -362,6 +365,8 @@ func (r Result) String() string {
 	var parts []string
 	for _, row := range r.Scenarios {
 		switch {
+		case slices.Contains(row.Flags, FlagMissing) && row.Presence == Both:
+			parts = append(parts, row.Name+" (not run in the candidate)")
 		case slices.Contains(row.Flags, FlagMissing):
 			parts = append(parts, row.Name+" (missing in the candidate)")
 		case row.Regressed():

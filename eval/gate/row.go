@@ -50,7 +50,8 @@ const (
 	FlagCostPerSuccess Flag = "cost_per_success" // cost per successful run up by more than the tolerance
 	FlagLatencyP95     Flag = "p95_latency"      // p95 latency up by more than the tolerance
 	// FlagMissing: the scenario is in the baseline but not in the candidate
-	// (removed or renamed), and Config.AllowMissing is false.
+	// (removed or renamed), or the candidate has it with 0 runs where the
+	// baseline ran it, and Config.AllowMissing is false.
 	FlagMissing Flag = "missing"
 )
 
@@ -228,6 +229,8 @@ func (r *Row) explain(cfg Config, overall bool) {
 	switch {
 	case r.Presence == BaselineOnly && slices.Contains(r.Flags, FlagMissing):
 		parts = append(parts, "in the baseline but not in the candidate: a removed or renamed scenario can hide a regression; accept it with --allow-missing (Config.AllowMissing)")
+	case r.Presence == Both && slices.Contains(r.Flags, FlagMissing):
+		parts = append(parts, fmt.Sprintf("ran %d times in the baseline but not at all in the candidate: a scenario that did not run can hide a regression; accept it with --allow-missing (Config.AllowMissing)", r.Base.Runs))
 	case r.Presence == BaselineOnly:
 		parts = append(parts, "only in the baseline (removed or renamed, accepted): not compared")
 	case r.Presence == CandidateOnly:
