@@ -281,9 +281,13 @@ func (s *Suite) setDefaults() {
 		s.Timeout = Duration(60 * time.Second)
 	}
 	if s.Model == "" {
-		s.Model = "gpt-4o-mini"
+		s.Model = DefaultModel
 	}
 }
+
+// DefaultModel is a suite's model when it names none; a simulator setup
+// prices a model name the price table lacks as this one.
+const DefaultModel = "gpt-4o-mini"
 
 func (s *Suite) validate() error {
 	if s.Version != SuiteVersion {

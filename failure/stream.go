@@ -112,7 +112,8 @@ type streamChunk struct {
 // An event without data is ignored. An "error" event is a failure
 // (Unknown) whatever its data; another event whose data is not JSON (nor
 // OpenAI's [DONE]) is a ServerError: no client's SDK can read it, so it
-// must not be relayed as if the stream were well.
+// must not be relayed as if the stream were well. JSON whose members have
+// types belay does not expect is ignored, as any member belay does not read.
 func (w *StreamWatcher) Observe(event string, data []byte) Observation {
 	var o Observation
 	data = bytes.TrimSpace(data)
@@ -125,11 +126,14 @@ func (w *StreamWatcher) Observe(event string, data []byte) Observation {
 	}
 	var c streamChunk
 	if fastjson.Unmarshal(data, &c) != nil {
-		if event == "error" {
+		switch {
+		case event == "error":
 			o.Err = w.fail(New(Unknown, "stream error event: "+plainMessage(data, false)))
-		} else {
+		case !fastjson.Valid(data):
 			o.Err = w.fail(New(ServerError, "malformed stream event (its data is not JSON): "+plainMessage(data, false)))
 		}
+		// Valid JSON whose members have other types than belay reads (a
+		// provider's extension, say) is not belay's to judge: ignored.
 		return o
 	}
 	typ := event

@@ -51,8 +51,8 @@ func answerFault(body []byte, member string) string {
 	}
 	found := false
 	err := dialect.EachMember(body, func(name, value []byte) {
-		if string(name) == member && len(value) > 0 && value[0] == '[' {
-			found = true
+		if string(name) == member { // the last one counts, as for a client's decoder
+			found = len(value) > 0 && value[0] == '['
 		}
 	})
 	switch {

@@ -133,6 +133,9 @@ func (c *call) serve() (int, error) {
 		if fe := failure.As(err); fe != nil {
 			return c.refuse(fe)
 		}
+		if cause := context.Cause(c.r.Context()); errors.Is(cause, errShutdown) { // the client still waits
+			return c.shuttingDown(failure.Wrap(failure.Canceled, cause))
+		}
 		if c.r.Context().Err() != nil { // the client went away during admission
 			return c.refuse(failure.Wrap(failure.Canceled, context.Cause(c.r.Context())))
 		}

@@ -70,6 +70,7 @@ func TestUnusableSuccessBodyFallsBack(t *testing.T) {
 		"empty object": {"application/json", `{}`},
 		"array":        {"application/json", `[1,2]`},
 		"null member":  {"application/json", `{"choices":null,"content":null}`},
+		"last is null": {"application/json", `{"choices":[],"content":[],"choices":null,"content":null}`},
 	}
 	for _, dl := range []struct {
 		provider, model, path, base, request, ok, member string
@@ -242,5 +243,76 @@ func TestAdminKillsHeldRunNotYetStored(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(b), `"code":"killed"`) {
 		t.Errorf("the stream did not end with the kill:\n%s", b)
+	}
+}
+
+// Review findings (session 7) on the answer check and the stream watcher:
+// a UTF-8 byte order mark before a good answer is dropped, not a failure
+// (Go's decoder refuses it, so it is not relayed either); a stream chunk
+// that is JSON but types a member otherwise than belay reads is relayed
+// as any chunk, not taken for garbage.
+func TestBOMAnswerAndOddlyTypedChunk(t *testing.T) {
+	gw, _ := twoDeployments(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, roleChunk+chunk("Hello")+`data: {"choices":[{"index":0,"delta":{"reasoning":{"summary":"x"}}}]}`+"\n\n"+
+				chunk(" world")+stopChunk+"data: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, "\xEF\xBB\xBF"+regress6OK)
+	}, func(w http.ResponseWriter, r *http.Request) { t.Error("d2 was called") }, oneAttempt)
+	resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != regress6OK || resp.Header.Get("Content-Length") != fmt.Sprint(len(regress6OK)) {
+		t.Errorf("BOM answer: status %d, length %s, body %q; want the answer without its BOM", resp.StatusCode, resp.Header.Get("Content-Length"), b)
+	}
+	resp, err = http.Post(gw.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if s := string(b); !strings.Contains(s, `"content":" world"`) || !strings.Contains(s, "data: [DONE]") || strings.Contains(s, `"error"`) {
+		t.Errorf("stream with an oddly typed chunk:\n%s\nwant it whole, ending with [DONE]", s)
+	}
+}
+
+// roundTripperFunc is an http.RoundTripper from a function.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Review finding (session 7): with attempts sent straight to the
+// RoundTripper (no http.Client), an Options.Upstream that returned a
+// response without a body, or no response and no error, panicked the
+// handler and left the run open. Now the first is an empty answer and the
+// second a connection error: each a 5xx error in the client's dialect, and
+// the run is recorded.
+func TestUpstreamWithoutBodyOrResponse(t *testing.T) {
+	for name, rt := range map[string]roundTripperFunc{
+		"no body": func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Request: r}, nil
+		},
+		"no response": func(r *http.Request) (*http.Response, error) { return nil, nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := memstore.New()
+			g := newGWOpts(t, oneAlias("", openAIDep("d", "gpt-4o-mini", "http://127.0.0.1:1")), gateway.Options{Store: st, Upstream: rt})
+			resp, body := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "X-Belay-Run-Id", "nil-1")
+			if resp.StatusCode < 500 || !strings.Contains(body, `"error":{`) {
+				t.Errorf("status %d, body %s; want a 5xx error", resp.StatusCode, body)
+			}
+			if rec := g.run("nil-1"); rec.Turns != 1 {
+				t.Errorf("run: %d turns, status %s; want the call counted", rec.Turns, rec.Status)
+			}
+		})
 	}
 }

@@ -116,9 +116,15 @@ func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent
 	f.setAuth(hr.Header, d.APIKey)
 	wd.arm(c.s.cfg.Timeouts.FirstByte.D(), errFirstByte)
 	resp, err := c.s.upstream.RoundTrip(hr)
+	if err == nil && resp == nil { // a RoundTripper of Options.Upstream breaking its contract
+		err = errors.New("the upstream RoundTripper returned no response and no error")
+	}
 	if err != nil {
 		// As http.Client would: the error names the request.
 		return nil, attemptError(ctx, &url.Error{Op: "Post", URL: hr.URL.Redacted(), Err: err})
+	}
+	if resp.Body == nil { // as http.Client does
+		resp.Body = http.NoBody
 	}
 	return resp, nil
 }
@@ -170,6 +176,9 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
 		return fe
 	}
+	// A UTF-8 byte order mark is dropped: some clients' JSON decoders
+	// (Go's) refuse it, and it is not part of the JSON (RFC 8259 §8.1).
+	body = bytes.TrimPrefix(body, utf8BOM)
 	if fault := answerFault(body, c.f.answerMember()); fault != "" {
 		// The provider may have billed what it generated: charged as a
 		// cut stream without usage is, estimated.
@@ -186,6 +195,9 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	c.answer = &answer{status: resp.StatusCode, header: resp.Header, body: body}
 	return nil
 }
+
+// utf8BOM is the UTF-8 encoding of U+FEFF.
+var utf8BOM = []byte("\xEF\xBB\xBF")
 
 // overLimit charges a response past the cap and returns its failure.
 func (c *call) overLimit(d *route.Deployment, status int, limit int64) error {

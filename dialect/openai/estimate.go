@@ -147,10 +147,12 @@ func dataURLLen(value []byte) int64 {
 	n := dialect.StringLen(value)
 	if n > 0 && bytes.HasPrefix(value, []byte(`"data:`)) {
 		if comma := bytes.IndexByte(value, ','); comma > 0 {
-			n -= comma // the quote is not counted, the comma is
+			// The header's decoded length (its escapes, \u0041, count as
+			// the one character each stands for), and the comma.
+			n -= dialect.StringLen(append(value[:comma:comma], '"')) + 1
 		}
 	}
-	return int64(n)
+	return int64(max(n, 0))
 }
 
 // addToolCall adds a tool call of an assistant message: its function's

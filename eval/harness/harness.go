@@ -162,6 +162,15 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 			Model: s.Model, BaseURL: config.SimBaseURL})
 	}
 	cfg.Models = []config.Model{m}
+	if _, _, err := budget.DefaultPricing().Lookup(config.ProviderOpenAI, s.Model); err != nil {
+		// The simulated deployments answer as s.Model, a name the suite
+		// chose: priced as the default model, so its money limits hold
+		// (a simulator setup has no config to add a price to).
+		if p, _, err := budget.DefaultPricing().Lookup(config.ProviderOpenAI, eval.DefaultModel); err == nil {
+			cfg.Pricing = map[string]config.Price{s.Model: {Input: config.USD(p.Input), Output: config.USD(p.Output),
+				CachedInput: config.USD(p.CachedInput), CacheWrite: config.USD(p.CacheWrite)}}
+		}
+	}
 	cfg.Sim.Profile = sp.Profile
 	cfg.Sim.Seed = s.Seed
 	if sp.Script != "" {

@@ -183,3 +183,20 @@ func TestUnpricedFollowsSuiteMoneyLimit(t *testing.T) {
 		})
 	}
 }
+
+// A simulator setup whose suite names a model the price table lacks (an
+// alias such as support-agent) builds under a money limit: its simulated
+// deployments are priced as the default model, so the limit holds (review
+// finding: the unpriced check refused it, with no config to add a price to).
+func TestSimSuiteModelPricedAsDefault(t *testing.T) {
+	st := memstore.New()
+	defer st.Close()
+	dir := t.TempDir()
+	s := &eval.Suite{Version: eval.SuiteVersion, Path: filepath.Join(dir, "suite.yaml"), Dir: dir, Model: "support-agent",
+		Limits: eval.LimitsSpec{MaxCostUSD: "0.50"}, Scenarios: []eval.Scenario{{Name: "a"}}}
+	h, err := harness.New(t.Context(), st, s, eval.Providers{Sim: &eval.SimSpec{}})
+	if err != nil {
+		t.Fatalf("error %v; want the setup built", err)
+	}
+	h.Close()
+}
