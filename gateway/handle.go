@@ -110,6 +110,14 @@ func (c *call) serve() (int, error) {
 	}
 	c.chain = s.router.Deployments(routeAlias)
 	c.firstDep = c.chain[0].Name
+	if c.asked.MaxCostUSD > 0 && len(s.unpriced) > 0 {
+		for _, d := range c.chain {
+			if s.unpriced[d.Name] {
+				return c.refuse(refusal(failure.InvalidRequest, fmt.Sprintf("%s cannot hold for model %q: its deployment %s has no price, so its calls count as $0 "+
+					"(the gateway's config can price it under pricing:)", HeaderMaxCostUSD, req.model, d.Name)))
+			}
+		}
+	}
 	if s.disabled != nil && allDisabled(c.chain, s.disabled) {
 		return c.refuse(refusal(failure.Killed, fmt.Sprintf(
 			"every deployment of model %q is disabled by a kill flag (belay kill deployment/model; undo with belay unkill)", req.model)))

@@ -162,9 +162,22 @@ func TestUnpricedDeploymentWithMoneyLimit(t *testing.T) {
 	if !strings.Contains(log.String(), `level=WARN msg="no price for these deployments`) || !strings.Contains(log.String(), "ft:gpt-4o-mini") {
 		t.Errorf("without money limits, no warning naming the deployment:\n%s", log.String())
 	}
+	// Without money limits it serves; a request asking one of a model with
+	// an unpriced deployment is refused (the limit could not hold), one
+	// without the header is served.
+	open := newGW(t, "store: memory://\nlimits: {max_turns: 5}\n"+deps, nil)
+	chat := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+	resp, body := open.do("POST", "/v1/chat/completions", chat, "X-Belay-Max-Cost-Usd", "0.5")
+	wantMsg := `X-Belay-Max-Cost-Usd cannot hold for model \"m\": its deployment ft has no price, so its calls count as $0`
+	if resp.StatusCode != 400 || !strings.Contains(body, wantMsg) || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("a money limit asked of an unpriced model: %d %s; want 400 saying %s", resp.StatusCode, body, wantMsg)
+	}
+	if resp, body := open.do("POST", "/v1/chat/completions", chat); resp.StatusCode != 200 {
+		t.Errorf("no money limit asked: %d %s", resp.StatusCode, body)
+	}
 	// Priced by the config: it starts, and a call is charged at that price.
 	g := newGW(t, "store: memory://\nlimits: {max_cost_usd: 2}\npricing: {\"ft:gpt-4o-mini-2024-07-18:acme::abc123\": {input: 0.30, output: 1.20}}\n"+deps, nil)
-	resp, body := g.do("POST", "/v1/chat/completions", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+	resp, body = g.do("POST", "/v1/chat/completions", chat, "X-Belay-Max-Cost-Usd", "1.9")
 	if resp.StatusCode != 200 || resp.Header.Get("X-Belay-Cost-Usd") != "1.50" {
 		t.Errorf("priced fine-tune: status %d, cost %q, body %s; want 200 at $1.50 (1M in at $0.30, 1M out at $1.20)", resp.StatusCode, resp.Header.Get("X-Belay-Cost-Usd"), body)
 	}

@@ -106,7 +106,8 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPriced(cfg, pricing, st.log); err != nil {
+	unpriced, err := checkPriced(cfg, pricing, st.log)
+	if err != nil {
 		return nil, err
 	}
 	ropts := trace.RecorderOptions{Payload: trace.PayloadPolicy{Capture: trace.Capture(cfg.Capture)}, Logger: o.Logger}
@@ -171,6 +172,7 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		st.Sim = sim.New(sim.Config{Profile: p, Seed: uint64(cfg.Sim.Seed), Script: script})
 		deps.Sim = st.Sim
 	}
+	deps.Unpriced = unpriced
 	if st.Server, err = New(cfg, deps); err != nil {
 		return nil, err
 	}
@@ -333,16 +335,19 @@ func (e *UnpricedError) Error() string {
 // a tenant's, or a tenant budget) and a deployment whose model pricing
 // does not price: the limits would not hold for its calls (adversary
 // finding: a fine-tuned model's calls ran past a run's money limit at $0
-// each). Without money limits, such deployments are named in a warning:
-// a client's X-Belay-Max-Cost-Usd does not hold for them either, and
-// x-belay-cost-usd says 0.
-func checkPriced(cfg *config.Config, pricing *budget.Pricing, log *slog.Logger) error {
+// each). Without money limits, such deployments are named in a warning
+// and returned (by name): a request asking X-Belay-Max-Cost-Usd of a
+// model they serve is refused (see Deps.Unpriced), since the limit could
+// not hold for them either.
+func checkPriced(cfg *config.Config, pricing *budget.Pricing, log *slog.Logger) (map[string]bool, error) {
 	var unpriced []string
+	names := map[string]bool{}
 	example := ""
 	for _, m := range cfg.Models {
 		for _, d := range m.Deployments {
 			if _, _, err := pricing.Lookup(d.Provider, d.Model); err != nil {
 				unpriced = append(unpriced, fmt.Sprintf("%s (%s model %q)", d.Name, d.Provider, d.Model))
+				names[d.Name] = true
 				if example == "" {
 					example = fmt.Sprintf("pricing: {%q: {input: 0.30, output: 1.20}}", d.Model)
 				}
@@ -350,14 +355,14 @@ func checkPriced(cfg *config.Config, pricing *budget.Pricing, log *slog.Logger) 
 		}
 	}
 	if len(unpriced) == 0 {
-		return nil
+		return nil, nil
 	}
 	if limit := moneyLimit(cfg); limit != "" {
-		return &UnpricedError{Config: cfg.Path, Deployments: unpriced, Limit: limit, Example: example}
+		return nil, &UnpricedError{Config: cfg.Path, Deployments: unpriced, Limit: limit, Example: example}
 	}
-	log.Warn("no price for these deployments: their calls count as $0, and a client's X-Belay-Max-Cost-Usd does not hold for them; add their models under pricing:",
+	log.Warn("no price for these deployments: their calls count as $0, and a request asking X-Belay-Max-Cost-Usd of a model they serve is refused; add their models under pricing:",
 		slog.Any("deployments", unpriced))
-	return nil
+	return names, nil
 }
 
 // moneyLimit names a money limit of cfg ("limits.max_cost_usd $1.00",

@@ -63,6 +63,10 @@ type Deps struct {
 	// is never ahead of what the admin API shows for it. The admin API
 	// gives it at most adminFlushWait, then reads what is there.
 	Flush func(ctx context.Context, runID string) error
+	// Unpriced names the deployments without a price (Build finds them).
+	// A request that asks a money limit (X-Belay-Max-Cost-Usd) of a model
+	// with one of them in its chain is refused: the limit could not hold.
+	Unpriced map[string]bool
 }
 
 // Server is the gateway. It is safe for concurrent use.
@@ -86,6 +90,8 @@ type Server struct {
 	handler  http.Handler
 	// aliases maps (dialect, alias) to the route alias serving it.
 	aliases map[aliasKey]string
+	// unpriced: Deps.Unpriced.
+	unpriced map[string]bool
 }
 
 type aliasKey struct {
@@ -108,7 +114,8 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 	if deps.Runs == nil {
 		return nil, errors.New("gateway: Deps.Runs is required")
 	}
-	s := &Server{cfg: cfg, runs: deps.Runs, store: deps.Store, flush: deps.Flush, log: deps.Logger, metrics: newMetrics()}
+	s := &Server{cfg: cfg, runs: deps.Runs, store: deps.Store, flush: deps.Flush, log: deps.Logger, metrics: newMetrics(),
+		unpriced: deps.Unpriced}
 	if st, ok := deps.Runs.(runStats); ok {
 		s.metrics.watchRuns(st.Stats)
 	}
