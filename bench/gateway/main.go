@@ -72,7 +72,7 @@ func main() {
 	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 8, chain_max_attempts: 16, budget_ratio: 0.5\"")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "diagnostic: write each belay process's CPU profile to DIR/NAME.cpu (go tool pprof)")
 	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential latency and time to first token (direct, proxy, belay) and print them; no goals")
-	flag.StringVar(&o.belayB, "belay-b", "", "diagnostic, with -seq-only: a second belay binary measured in the same interleaved run (target belay-b, same config and store kind), for A/B comparisons that drift between runs does not blur; the order of targets rotates every sample")
+	flag.StringVar(&o.belayB, "belay-b", "", "diagnostic, with -seq-only: a second belay binary measured in the same interleaved run (target belay-b, same config and store kind), for A/B comparisons that drift between runs does not blur; the order of targets is shuffled every sample (seeded)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
 
@@ -230,8 +230,8 @@ func run(ctx context.Context, o options) error {
 // and prints each target's figures and belay's ratios to the proxy.
 func seqOnly(ctx context.Context, o options, targets []*target) error {
 	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	rotate := o.belayB != ""
-	plain, err := sequential(ctx, targets, false, o.warm, o.n, rotate)
+	shuffle := o.belayB != ""
+	plain, err := sequential(ctx, targets, false, o.warm, o.n, shuffle)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 		}
 	}
 	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	stream, err := sequential(ctx, targets, true, o.warm, o.n, rotate)
+	stream, err := sequential(ctx, targets, true, o.warm, o.n, shuffle)
 	if err != nil {
 		return err
 	}
