@@ -59,7 +59,7 @@ type runner struct {
 func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcome {
 	sc := j.sc
 	out := Outcome{Scenario: sc.Name, Index: j.index, RunID: runID}
-	limits, err := effectiveLimits(r.suite, sc)
+	limits, err := EffectiveLimits(r.suite, sc)
 	if err != nil {
 		return failed(out, "harness", err.Error())
 	}
@@ -411,7 +411,10 @@ func (r *runner) golden(ctx context.Context, h Harness, o *Outcome, spans []trac
 	return nil
 }
 
-func effectiveLimits(s *Suite, sc *Scenario) (store.Limits, error) {
+// EffectiveLimits returns the limits the runs of scenario sc of suite s
+// get: the suite's, each field a scenario's limits set replacing it. An
+// amount that does not parse is an error (LoadSuite has refused it).
+func EffectiveLimits(s *Suite, sc *Scenario) (store.Limits, error) {
 	l := s.Limits
 	if sc.Limits != nil {
 		o := *sc.Limits

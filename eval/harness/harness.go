@@ -110,22 +110,15 @@ func New(ctx context.Context, st store.Store, s *eval.Suite, p eval.Providers) (
 	return &Harness{suite: s, st: st, stack: stack, rt: inproc.RoundTripper(stack.Server.Handler())}, nil
 }
 
-// suiteMoneyLimit returns limits holding only the suite's money limit
-// (its limits', else the first scenario's that has one), for the gateway's
-// check that every deployment is priced (gateway.UnpricedError): the runs
-// get their limits from the suite, not from a config's limits, which eval
-// does not use.
+// suiteMoneyLimit returns limits holding only a money limit the suite's
+// runs get (eval.EffectiveLimits; the first scenario's that has one), for
+// the gateway's check that every deployment is priced
+// (gateway.UnpricedError): the runs get their limits from the suite, not
+// from a config's limits, which eval does not use.
 func suiteMoneyLimit(s *eval.Suite) config.Limits {
-	specs := []*eval.LimitsSpec{&s.Limits}
 	for i := range s.Scenarios {
-		specs = append(specs, s.Scenarios[i].Limits)
-	}
-	for _, l := range specs {
-		if l == nil || l.MaxCostUSD == "" {
-			continue
-		}
-		if v, err := budget.ParseUSD(l.MaxCostUSD); err == nil && v > 0 {
-			return config.Limits{MaxCostUSD: config.USD(v)}
+		if l, err := eval.EffectiveLimits(s, &s.Scenarios[i]); err == nil && l.MaxCost > 0 {
+			return config.Limits{MaxCostUSD: config.USD(l.MaxCost)}
 		}
 	}
 	return config.Limits{}
