@@ -273,16 +273,20 @@ func Serve(ctx context.Context, cfg *config.Config, listening func(net.Addr)) er
 
 // OpenStore opens the store named by url: sqlite://PATH (relative to the
 // working directory; the parent directory is created), postgres://URL, or
-// memory:// (an in-memory store, for tests and demos). See store/open.
+// memory:// (an in-memory store, for tests and demos: see InMemoryStore).
+// See store/open, whose errors it returns.
 func OpenStore(ctx context.Context, url string) (store.Store, error) {
-	if scheme, _, _ := strings.Cut(url, "://"); scheme == "memory" {
+	if InMemoryStore(url) {
 		return memstore.New(), nil
 	}
-	s, err := open.Open(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	return s, nil
+	return open.Open(ctx, url)
+}
+
+// InMemoryStore reports whether url names the in-memory store
+// (memory://), which keeps nothing once the process ends.
+func InMemoryStore(url string) bool {
+	scheme, _, _ := strings.Cut(url, "://")
+	return scheme == "memory"
 }
 
 func usesSim(cfg *config.Config) bool {

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -16,9 +14,7 @@ import (
 	"github.com/belay-run/belay/eval/harness"
 	"github.com/belay-run/belay/eval/stats"
 	refund "github.com/belay-run/belay/examples/refund-agent/agent"
-	"github.com/belay-run/belay/store"
-	"github.com/belay-run/belay/store/memstore"
-	"github.com/belay-run/belay/store/open"
+	"github.com/belay-run/belay/gateway"
 )
 
 func init() {
@@ -86,7 +82,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 			if w := cmd.ErrOrStderr(); !noBar && !quiet && isTerminal(w) {
 				opt.Progress = w // a bar redrawn in a log or a CI job's output is noise
 			}
-			st, err := openEvalStore(ctx, storeURL)
+			st, err := gateway.OpenStore(ctx, storeURL)
 			if err != nil {
 				return badInput(err)
 			}
@@ -102,7 +98,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 				if err := rep.WriteText(out); err != nil {
 					return err
 				}
-				if inMemory(storeURL) {
+				if gateway.InMemoryStore(storeURL) {
 					fmt.Fprintf(out, "\ntraces: none kept (--store %s holds them in memory until belay eval exits)\n", storeURL)
 				} else {
 					fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", storeURL, storeURL)
@@ -232,20 +228,4 @@ func writeFile(path string, write func(io.Writer) error) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// openEvalStore opens the store of belay eval: memory:// is an in-memory
-// store (the report is whole; the traces go when the process exits), any
-// other URL is store/open's.
-func openEvalStore(ctx context.Context, url string) (store.Store, error) {
-	if inMemory(url) {
-		return memstore.New(), nil
-	}
-	return open.Open(ctx, url)
-}
-
-// inMemory reports whether url names the in-memory store (memory://).
-func inMemory(url string) bool {
-	scheme, _, _ := strings.Cut(url, "://")
-	return scheme == "memory"
 }
