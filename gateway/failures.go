@@ -169,13 +169,26 @@ const shuttingDownType = "shutting_down"
 // retry, reaching another replica or the gateway once restarted. What
 // the call used upstream is charged (see attempt).
 func (c *call) shuttingDown(fe *failure.Error) (int, error) {
-	msg := "belay is shutting down: the call was canceled after timeouts.shutdown; retry"
-	if c.f.dialect() == failure.DialectAnthropic {
-		anthropic.WriteError(c.w, http.StatusServiceUnavailable, shuttingDownType, msg)
-	} else {
-		openai.WriteError(c.w, http.StatusServiceUnavailable, shuttingDownType, shuttingDownType, msg)
-	}
+	c.unavailable(shuttingDownType, "belay is shutting down: the call was canceled after timeouts.shutdown; retry", 0)
 	return http.StatusServiceUnavailable, fe
+}
+
+// unavailable writes 503 in the client's dialect with error type typ
+// (OpenAI's code too) and msg, and Retry-After when retryAfterMS > 0;
+// without x-should-retry: false, so the client's SDK may retry.
+func (c *call) unavailable(typ, msg string, retryAfterMS int64) {
+	h := c.w.Header()
+	if c.f.dialect() == failure.DialectAnthropic {
+		if retryAfterMS > 0 {
+			anthropic.SetRetryAfter(h, retryAfterMS)
+		}
+		anthropic.WriteError(c.w, http.StatusServiceUnavailable, typ, msg)
+		return
+	}
+	if retryAfterMS > 0 {
+		openai.SetRetryAfter(h, retryAfterMS)
+	}
+	openai.WriteError(c.w, http.StatusServiceUnavailable, typ, typ, msg)
 }
 
 // Store unavailability: the run layer could not read or write belay's
@@ -198,13 +211,6 @@ func errStoreUnavailable(cause error) *failure.Error {
 // storeUnavailable answers 503 in the client's dialect, with error type
 // "store_unavailable" (OpenAI code "store_unavailable") and Retry-After.
 func (c *call) storeUnavailable(cause error) (int, error) {
-	h := c.w.Header()
-	if c.f.dialect() == failure.DialectAnthropic {
-		anthropic.SetRetryAfter(h, storeRetryAfterMS)
-		anthropic.WriteError(c.w, http.StatusServiceUnavailable, storeUnavailableType, storeUnavailableMessage)
-	} else {
-		openai.SetRetryAfter(h, storeRetryAfterMS)
-		openai.WriteError(c.w, http.StatusServiceUnavailable, storeUnavailableType, storeUnavailableType, storeUnavailableMessage)
-	}
+	c.unavailable(storeUnavailableType, storeUnavailableMessage, storeRetryAfterMS)
 	return http.StatusServiceUnavailable, errStoreUnavailable(cause)
 }
