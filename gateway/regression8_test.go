@@ -5,9 +5,10 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/belay-run/belay/internal/fixture"
 )
 
 // Adversarial finding: the reservation's prompt estimate counted a JSON
@@ -23,16 +24,7 @@ func TestRegression_ReservationCountsResponseFormatSchema(t *testing.T) {
 		fmt.Fprintf(w, okCompletion, 10, 5)
 	})
 	g := newGW(t, oneAlias("", openAIDep("mini", "gpt-4o-mini", up.URL)), nil)
-	var b strings.Builder
-	b.WriteString(`{"type":"object","properties":{`)
-	for i := 0; b.Len() < 147_000; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"field_%d":{"type":"string","description":"Field %d of the record, as printed on the form."}`, i, i)
-	}
-	b.WriteString(`}}`)
-	schema := b.String()
+	schema := fixture.BigSchema(147_000)
 	estimate := func(members string) float64 {
 		t.Helper()
 		body := `{"model":"m","max_tokens":10,` + members + `"messages":[{"role":"user","content":"fill in the form"}]}`

@@ -2,12 +2,12 @@ package anthropic_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/anthropic"
+	"github.com/belay-run/belay/internal/fixture"
 )
 
 // Finding 3: image and document blocks (also inside tool results) cost
@@ -122,16 +122,7 @@ func TestRegression_PromptEstimateCountsEveryBlock(t *testing.T) {
 
 // A schema as output_format (structured outputs) counts as one in tools.
 func TestRegression_PromptEstimateCountsOutputFormat(t *testing.T) {
-	var b strings.Builder
-	b.WriteString(`{"type":"object","properties":{`)
-	for i := 0; b.Len() < 147_000; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"field_%d":{"type":"string","description":"Field %d of the record, as printed on the form."}`, i, i)
-	}
-	b.WriteString(`}}`)
-	schema := b.String()
+	schema := fixture.BigSchema(147_000)
 	estimate := func(members string) int64 {
 		t.Helper()
 		r, err := anthropic.ParseRequest([]byte(`{"model":"m","max_tokens":5,` + members + `"messages":[{"role":"user","content":"hi"}]}`))

@@ -3,12 +3,12 @@ package openai_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/internal/fixture"
 )
 
 // Finding 3: non-text parts (images, audio, files) cost tokens; the
@@ -60,28 +60,13 @@ func TestRegression_14_RequestMessages(t *testing.T) {
 	}
 }
 
-// bigSchema returns a JSON Schema of about size bytes: an object of
-// string properties with descriptions, as a form-filling agent sends.
-func bigSchema(size int) string {
-	var b strings.Builder
-	b.WriteString(`{"type":"object","properties":{`)
-	for i := 0; b.Len() < size; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"field_%d":{"type":"string","description":"Field %d of the record, as printed on the form."}`, i, i)
-	}
-	b.WriteString(`},"additionalProperties":false}`)
-	return b.String()
-}
-
 // Adversarial finding: a 147 KB JSON schema sent as tools was estimated
 // right, but sent as the legacy functions, as response_format's
 // json_schema or as prediction content it counted about one token, so 20
 // concurrent calls all fitted a $0.01 run limit and spent $0.11. Every
 // prompt part counts: what belay does not know counts by its JSON size.
 func TestRegression_PromptEstimateCountsEveryPromptPart(t *testing.T) {
-	schema := bigSchema(147_000)
+	schema := fixture.BigSchema(147_000)
 	var pretty bytes.Buffer
 	if err := json.Indent(&pretty, []byte(schema), "", "  "); err != nil {
 		t.Fatal(err)
@@ -127,7 +112,7 @@ func TestRegression_PromptEstimateCountsEveryPromptPart(t *testing.T) {
 // an assistant message counts as a tool call does, and a message member
 // belay does not know counts by its JSON size.
 func TestRegression_PromptEstimateCountsEveryMessagePart(t *testing.T) {
-	args, _ := json.Marshal(bigSchema(100_000))
+	args, _ := json.Marshal(fixture.BigSchema(100_000))
 	estimate := func(assistant string) int64 {
 		t.Helper()
 		r, err := openai.ParseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"},` + assistant + `]}`))
@@ -139,7 +124,7 @@ func TestRegression_PromptEstimateCountsEveryMessagePart(t *testing.T) {
 	toolCall := estimate(`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"record","arguments":` + string(args) + `}}]}`)
 	for _, tc := range []struct{ name, assistant string }{
 		{"function_call", `{"role":"assistant","content":null,"function_call":{"name":"record","arguments":` + string(args) + `}}`},
-		{"unknown member", `{"role":"assistant","content":null,"future_call":` + bigSchema(100_000) + `}`},
+		{"unknown member", `{"role":"assistant","content":null,"future_call":` + fixture.BigSchema(100_000) + `}`},
 	} {
 		if got := estimate(tc.assistant); got < toolCall*9/10 || got > toolCall*11/10 {
 			t.Errorf("%s: estimate %d tokens, want within 10%% of the tool call's %d", tc.name, got, toolCall)
