@@ -141,9 +141,6 @@ func (c *call) serve() (int, error) {
 		if fe := failure.As(err); fe != nil {
 			return c.refuse(fe)
 		}
-		if cause := context.Cause(c.r.Context()); errors.Is(cause, errShutdown) { // the client still waits
-			return c.shuttingDown(failure.Wrap(failure.Canceled, cause))
-		}
 		if c.r.Context().Err() != nil { // the client went away during admission
 			return c.refuse(failure.Wrap(failure.Canceled, context.Cause(c.r.Context())))
 		}
@@ -200,12 +197,9 @@ func (c *call) serve() (int, error) {
 	c.setRouteHeaders(&res)
 	var status int
 	var werr error
-	switch {
-	case errors.Is(err, errShutdown):
-		status, werr = c.shuttingDown(asFailure(err))
-	case err != nil:
+	if err != nil {
 		status, werr = c.refuseUpstream(asFailure(err))
-	default:
+	} else {
 		status, werr = c.writeAnswer()
 	}
 	if later {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"log/slog"
 	"strconv"
 
@@ -12,8 +13,12 @@ import (
 
 // refuse writes a failure belay decided before routing (bad key, malformed
 // body, unknown model, a run limit) in the client's dialect, with
-// x-should-retry: false, and returns the status written.
+// x-should-retry: false, and returns the status written. A call the
+// shutdown canceled, wherever it was, is answered by shuttingDown instead.
 func (c *call) refuse(fe *failure.Error) (int, error) {
+	if errors.Is(fe, errShutdown) { // canceled by the shutdown: the client still waits, and may retry
+		return c.shuttingDown(fe)
+	}
 	c.w.Header().Set(HeaderShouldRetry, "false")
 	c.f.writeFailure(c.w, fe)
 	return statusOf(c.f, fe), fe
