@@ -2,14 +2,11 @@ package run
 
 import (
 	"context"
-	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/belay-run/belay/store"
-	"github.com/belay-run/belay/store/memstore"
-	"github.com/belay-run/belay/store/sqlite"
 )
 
 // BenchmarkKillLatency measures how long an in-flight step takes to see a
@@ -28,15 +25,7 @@ func BenchmarkKillLatency(b *testing.B) {
 	for _, via := range []string{"manager", "store", "sqlite"} {
 		b.Run(via, func(b *testing.B) {
 			ctx := context.Background()
-			var st store.Store = memstore.New()
-			if via == "sqlite" {
-				s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "belay.db"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				st = s
-			}
+			st := benchStore(b, via)
 			m, err := NewManager(Config{Store: st})
 			if err != nil {
 				b.Fatal(err)

@@ -2,13 +2,10 @@ package run
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/store"
-	"github.com/belay-run/belay/store/memstore"
-	"github.com/belay-run/belay/store/sqlite"
 )
 
 // BenchmarkSingleCall measures the run layer's part of a gateway call
@@ -23,15 +20,7 @@ func BenchmarkSingleCall(b *testing.B) {
 		for _, part := range []string{"admit", "whole"} {
 			b.Run(backend+"/"+part, func(b *testing.B) {
 				ctx := context.Background()
-				var st store.Store = memstore.New()
-				if backend == "sqlite" {
-					s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "belay.db"))
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer s.Close()
-					st = s
-				}
+				st := benchStore(b, backend)
 				m, err := NewManager(Config{Store: st, KillPoll: -1, FirstStepInMemory: true})
 				if err != nil {
 					b.Fatal(err)

@@ -27,15 +27,7 @@ func BenchmarkModelStep(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			var st store.Store = memstore.New()
-			if backend == "sqlite" {
-				s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "belay.db"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				st = s
-			}
+			st := benchStore(b, backend)
 			m, err := NewManager(Config{Store: st, KillPoll: -1})
 			if err != nil {
 				b.Fatal(err)
@@ -60,4 +52,18 @@ func BenchmarkModelStep(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchStore returns a memstore, or for backend "sqlite" a SQLite store in
+// the benchmark's temporary folder, closed when it ends.
+func benchStore(b *testing.B, backend string) store.Store {
+	if backend != "sqlite" {
+		return memstore.New()
+	}
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "belay.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
 }
