@@ -49,7 +49,7 @@ func TestRejectedCredentialsLoggedAsError(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var logged bytes.Buffer
 			var mu sync.Mutex
-			g := newGWOpts(t, twoDeploymentConfig(upstream(t, c.h1).URL, upstream(t, c.h2).URL),
+			g := newGWOpts(t, twoDeploymentYAML(oneAttempt, upstream(t, c.h1).URL, upstream(t, c.h2).URL),
 				gateway.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
 			resp, body := g.do("POST", "/v1/chat/completions", chat)
 			if resp.StatusCode != c.wantStatus {
@@ -72,20 +72,4 @@ func TestRejectedCredentialsLoggedAsError(t *testing.T) {
 			}
 		})
 	}
-}
-
-// twoDeploymentConfig is a config whose alias m has deployments d1 (at
-// url1) then d2 (at url2), one attempt each.
-func twoDeploymentConfig(url1, url2 string) string {
-	return fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 1, base: 1ms, cap: 2ms}
-breaker: {consecutive_failures: 1000}
-models:
-  - alias: m
-    deployments:
-      - {name: d1, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-1}
-      - {name: d2, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-2}
-`, url1, url2)
 }

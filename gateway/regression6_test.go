@@ -31,18 +31,7 @@ func twoDeployments(t *testing.T, h1, h2 http.HandlerFunc, retry string) (*httpt
 	t.Cleanup(s1.Close)
 	s2 := httptest.NewServer(h2)
 	t.Cleanup(s2.Close)
-	y := fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-admin_key: adm-key
-retry: %s
-breaker: {consecutive_failures: 1000}
-models:
-  - alias: m
-    deployments:
-      - {name: d1, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-1}
-      - {name: d2, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-2}
-`, retry, s1.URL, s2.URL)
+	y := twoDeploymentYAML(retry, s1.URL, s2.URL)
 	cfg, err := config.Parse([]byte(y), "adv.yaml", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +44,40 @@ models:
 	gw := httptest.NewServer(st.Server.Handler())
 	t.Cleanup(gw.Close)
 	return gw, st
+}
+
+// twoDeploymentYAML is the config of twoDeployments: alias m with
+// deployments d1 (at url1) then d2 (at url2), the retry settings given,
+// a memory store, admin key adm-key, a breaker that does not open.
+func twoDeploymentYAML(retry, url1, url2 string) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+admin_key: adm-key
+retry: %s
+breaker: {consecutive_failures: 1000}
+models:
+  - alias: m
+    deployments:
+      - {name: d1, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-1}
+      - {name: d2, provider: openai, model: gpt-4o-mini, base_url: %s/v1, api_key: sk-2}
+`, retry, url1, url2)
+}
+
+// postJSON posts body to url as JSON and returns the response and its
+// whole body (closed).
+func postJSON(t *testing.T, url, body string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
 }
 
 // Adversary finding (session 6): a non-streaming call whose upstream
@@ -73,13 +96,7 @@ func TestEmptyEventStreamOnNonStreamCallFallsBack(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, regress6OK)
 	}, oneAttempt)
-	resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := postJSON(t, gw.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 200 || string(b) != regress6OK || d2.Load() != 1 || resp.Header.Get("X-Belay-Deployment") != "d2" {
 		t.Errorf("status %d, body %q, deployment %q, d2 called %d times; want d2's answer", resp.StatusCode, b, resp.Header.Get("X-Belay-Deployment"), d2.Load())
 	}
@@ -88,12 +105,7 @@ func TestEmptyEventStreamOnNonStreamCallFallsBack(t *testing.T) {
 // A client whose base URL lacks /v1 is told so (newcomer finding).
 func TestMissingV1IsNamed(t *testing.T) {
 	gw, _ := twoDeployments(t, func(w http.ResponseWriter, r *http.Request) {}, func(w http.ResponseWriter, r *http.Request) {}, oneAttempt)
-	resp, err := http.Post(gw.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := postJSON(t, gw.URL+"/chat/completions", `{"model":"m"}`)
 	if resp.StatusCode != 404 || !strings.Contains(string(b), "did you mean /v1/chat/completions?") {
 		t.Errorf("status %d body %s", resp.StatusCode, b)
 	}

@@ -38,13 +38,7 @@ func TestUpstreamRedirectIsNotFollowed(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, regress6OK)
 	}, oneAttempt)
-	resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := postJSON(t, gw.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if elsewhere.Load() != 0 {
 		t.Errorf("the redirect was followed: its target got %d requests", elsewhere.Load())
 	}
@@ -207,12 +201,7 @@ func TestMalformedStreamEvent(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			gw, _ := twoDeployments(t, bad(c.prefix), good, oneAttempt)
-			resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json", strings.NewReader(req))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_, b := postJSON(t, gw.URL+"/v1/chat/completions", req)
 			if !strings.Contains(string(b), c.want) || strings.Contains(string(b), c.not) {
 				t.Errorf("stream:\n%s\nwant %s, not %s", b, c.want, c.not)
 			}
@@ -276,23 +265,11 @@ func TestBOMAnswerAndOddlyTypedChunk(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "\xEF\xBB\xBF"+regress6OK)
 	}, func(w http.ResponseWriter, r *http.Request) { t.Error("d2 was called") }, oneAttempt)
-	resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := postJSON(t, gw.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 200 || string(b) != regress6OK || resp.Header.Get("Content-Length") != fmt.Sprint(len(regress6OK)) {
 		t.Errorf("BOM answer: status %d, length %s, body %q; want the answer without its BOM", resp.StatusCode, resp.Header.Get("Content-Length"), b)
 	}
-	resp, err = http.Post(gw.URL+"/v1/chat/completions", "application/json",
-		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b = postJSON(t, gw.URL+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if s := string(b); !strings.Contains(s, `"content":" world"`) || !strings.Contains(s, "data: [DONE]") || strings.Contains(s, `"error"`) {
 		t.Errorf("stream with an oddly typed chunk:\n%s\nwant it whole, ending with [DONE]", s)
 	}
