@@ -15,6 +15,7 @@ import (
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/internal/h1"
 	"github.com/belay-run/belay/retry"
 	"github.com/belay-run/belay/route"
 	"github.com/belay-run/belay/transport/inproc"
@@ -49,17 +50,48 @@ func (m *upstreamMux) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // defaultUpstream is the transport to real providers: proxy from the
 // environment, connect (dial + TLS) bounded by timeouts.connect, HTTP/2
-// when offered.
+// when offered. A plain-http request that goes to no proxy (a model
+// server on the host or the network) takes internal/h1 instead, which
+// does the same HTTP/1.1 exchange on the handler's goroutine (see its
+// package doc for why).
 func defaultUpstream(t config.Timeouts) http.RoundTripper {
-	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: t.Connect.D(), KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   t.Connect.D(),
-		ForceAttemptHTTP2:     true,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
+	dial := (&net.Dialer{Timeout: t.Connect.D(), KeepAlive: 30 * time.Second}).DialContext
+	return &splitUpstream{
+		plain: h1.New(h1.Options{Dial: dial, MaxIdlePerHost: 64, IdleTimeout: 90 * time.Second}),
+		std: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           dial,
+			TLSHandshakeTimeout:   t.Connect.D(),
+			ForceAttemptHTTP2:     true,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		proxy: http.ProxyFromEnvironment,
 	}
+}
+
+// splitUpstream sends plain-http requests that no proxy takes to plain,
+// and the rest (https, proxied) to std.
+type splitUpstream struct {
+	plain *h1.Transport
+	std   *http.Transport
+	proxy func(*http.Request) (*url.URL, error)
+}
+
+func (s *splitUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "http" {
+		if p, err := s.proxy(r); err == nil && p == nil {
+			return s.plain.RoundTrip(r)
+		}
+	}
+	return s.std.RoundTrip(r)
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (s *splitUpstream) CloseIdleConnections() {
+	s.plain.CloseIdleConnections()
+	s.std.CloseIdleConnections()
 }
 
 func retryBudget(r config.Retry) retry.BudgetSettings {
