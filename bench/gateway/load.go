@@ -218,7 +218,10 @@ func sequential(ctx context.Context, ts []*target, stream bool, warm, n int, shu
 			s := out[t.name]
 			if err != nil || !r.ok(stream) {
 				s.fails++
-				if s.fails > 50 {
+				// The bare proxy loses a stream's end now and then (the
+				// issue saw 2%): a failed sample is left out, and only a
+				// target failing a tenth of its requests stops the run.
+				if s.fails > max(50, (warm+n)/10) {
 					return nil, fmt.Errorf("%s: too many failed requests (last: status %d, %v, %v)", t.name, r.status, err, r.readErr)
 				}
 				continue

@@ -47,6 +47,7 @@ type options struct {
 	simRetry    string
 	seqOnly     bool
 	belayB      string
+	order       string
 }
 
 func main() {
@@ -72,7 +73,8 @@ func main() {
 	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 8, chain_max_attempts: 16, budget_ratio: 0.5\"")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "diagnostic: write each belay process's CPU profile to DIR/NAME.cpu (go tool pprof)")
 	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential latency and time to first token (direct, proxy, belay) and print them; no goals")
-	flag.StringVar(&o.belayB, "belay-b", "", "diagnostic, with -seq-only: a second belay binary measured in the same interleaved run (target belay-b, same config and store kind), for A/B comparisons that drift between runs does not blur; the order of targets is shuffled every sample (seeded)")
+	flag.StringVar(&o.belayB, "belay-b", "", "diagnostic, with -seq-only: a second belay binary measured in the same interleaved run (target belay-b, same config and store kind), for A/B comparisons that drift between runs does not blur")
+	flag.StringVar(&o.order, "order", "shuffled", "order of the targets in each round of the sequential measurements: shuffled (drawn anew each round, seeded) or fixed (direct, proxy, belay[, belay-b], portkey: diagnostic, each target then always follows the same one)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
 
@@ -82,6 +84,10 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if o.order != "shuffled" && o.order != "fixed" {
+		fmt.Fprintf(os.Stderr, "-order: %q is neither shuffled nor fixed\n", o.order)
+		os.Exit(2)
 	}
 	for _, s := range strings.Split(concList, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(s))
@@ -230,7 +236,7 @@ func run(ctx context.Context, o options) error {
 // and prints each target's figures and belay's ratios to the proxy.
 func seqOnly(ctx context.Context, o options, targets []*target) error {
 	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	shuffle := o.belayB != ""
+	shuffle := o.order != "fixed"
 	plain, err := sequential(ctx, targets, false, o.warm, o.n, shuffle)
 	if err != nil {
 		return err
@@ -279,11 +285,11 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 func measureSpeed(ctx context.Context, o options, targets []*target, m *measured) error {
 	var err error
 	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	if m.plain, err = sequential(ctx, targets, false, o.warm, o.n, false); err != nil {
+	if m.plain, err = sequential(ctx, targets, false, o.warm, o.n, o.order != "fixed"); err != nil {
 		return err
 	}
 	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	if m.stream, err = sequential(ctx, targets, true, o.warm, o.n, false); err != nil {
+	if m.stream, err = sequential(ctx, targets, true, o.warm, o.n, o.order != "fixed"); err != nil {
 		return err
 	}
 	m.rps = map[string]float64{}
