@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -46,9 +47,8 @@ type Transport struct {
 	idleTimeout time.Duration
 	now         func() time.Time
 
-	mu     sync.Mutex
-	idle   map[string][]*conn // most recently returned last
-	closed bool
+	mu   sync.Mutex
+	idle map[string][]*conn // most recently returned last
 }
 
 // Options configure New. Zero fields take the defaults given.
@@ -91,10 +91,38 @@ type conn struct {
 	t      *Transport
 	key    string
 	nc     net.Conn
-	br     *bufio.Reader
+	br     *bufio.Reader // over limitedReader{c}
 	bw     *bufio.Writer
 	idleAt time.Time
-	reused bool
+	// left is how many more bytes br may take from nc: MaxHeaderBytes
+	// while a response's status line and headers are read, unbounded for
+	// its body.
+	left int64
+}
+
+// MaxHeaderBytes bounds a response's status line and headers (1 MiB;
+// providers send a few KB): past it the call fails with
+// ErrHeaderTooLarge rather than hold an unbounded header in memory.
+const MaxHeaderBytes = 1 << 20
+
+// ErrHeaderTooLarge is returned for a response whose headers pass
+// MaxHeaderBytes.
+var ErrHeaderTooLarge = fmt.Errorf("h1: response headers exceed %d bytes", MaxHeaderBytes)
+
+// limitedReader reads from c's connection at most c.left bytes.
+type limitedReader struct{ c *conn }
+
+func (r limitedReader) Read(p []byte) (int, error) {
+	c := r.c
+	if c.left <= 0 {
+		return 0, ErrHeaderTooLarge
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.nc.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // RoundTrip sends req and returns its response once the status line and
@@ -149,26 +177,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		werr = c.bw.Flush()
 	}
 	if werr != nil {
-		return fail(werr)
+		// A server may answer before it has read the whole request (a
+		// 413 for a body over its limit) and close: its answer is the
+		// call's outcome, as with net/http. It is looked for briefly.
+		_ = c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+		resp, err := c.readResponse(req)
+		if err != nil || !stop() { // no answer, or the context ended
+			return fail(werr)
+		}
+		_ = c.nc.SetReadDeadline(time.Time{})
+		stop = context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
+		resp.Body = &body{r: resp.Body, c: c, stop: stop, keep: false, ctx: ctx}
+		return resp, nil
 	}
-	var resp *http.Response
-	for {
-		resp, err = http.ReadResponse(c.br, req)
-		if err != nil {
-			return fail(err)
-		}
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols || resp.StatusCode < 100 {
-			break
-		}
-		// An informational answer (100 Continue, 103 Early Hints): the
-		// final one follows.
-		_, _ = io.Copy(io.Discard, resp.Body)
+	resp, err := c.readResponse(req)
+	if err != nil {
+		return fail(err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// Not a protocol this transport speaks past the headers.
 		stop()
 		c.nc.Close()
-		resp.Body = http.NoBody
 		return nil, fmt.Errorf("h1: %s answered 101 Switching Protocols, which this transport does not take", key)
 	}
 	keep := !resp.Close && !req.Close
@@ -180,6 +209,30 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &body{r: resp.Body, c: c, stop: stop, keep: keep, ctx: ctx}
 	return resp, nil
+}
+
+// earlyAnswerWait is how long a failed write waits for an answer the
+// server sent before it read the request (net/http's Transport waits
+// 50ms as well).
+const earlyAnswerWait = 50 * time.Millisecond
+
+// readResponse reads the final response to req: its status line and
+// headers (at most MaxHeaderBytes), skipping informational (1xx) ones.
+func (c *conn) readResponse(req *http.Request) (*http.Response, error) {
+	for {
+		c.left = MaxHeaderBytes
+		resp, err := http.ReadResponse(c.br, req)
+		c.left = math.MaxInt64
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols || resp.StatusCode < 100 {
+			return resp, nil
+		}
+		// An informational answer (100 Continue, 103 Early Hints): the
+		// final one follows.
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
 }
 
 // ctxErr is the error of a call whose context ended, as net/http gives
@@ -216,10 +269,6 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 	now := t.now()
 	for {
 		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			return nil, net.ErrClosed
-		}
 		list := t.idle[key]
 		if len(list) == 0 {
 			t.mu.Unlock()
@@ -233,14 +282,15 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 			c.nc.Close()
 			continue
 		}
-		c.reused = true
 		return c, nil
 	}
 	nc, err := t.dial(ctx, "tcp", key)
 	if err != nil {
 		return nil, err
 	}
-	return &conn{t: t, key: key, nc: nc, br: bufio.NewReaderSize(nc, 4096), bw: bufio.NewWriterSize(nc, 4096)}, nil
+	c := &conn{t: t, key: key, nc: nc, bw: bufio.NewWriterSize(nc, 4096)}
+	c.br = bufio.NewReaderSize(limitedReader{c}, 4096)
+	return c, nil
 }
 
 // release ends the connection's request: stop is its cancel hook. The
@@ -254,7 +304,7 @@ func (c *conn) release(stop func() bool, keep bool) {
 	t := c.t
 	c.idleAt = t.now()
 	t.mu.Lock()
-	if t.closed || len(t.idle[c.key]) >= t.maxIdle {
+	if len(t.idle[c.key]) >= t.maxIdle {
 		t.mu.Unlock()
 		c.nc.Close()
 		return

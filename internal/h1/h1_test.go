@@ -453,3 +453,54 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Errorf("%d connections for 16 concurrent clients; want at most 16", n)
 	}
 }
+
+// A response whose headers pass MaxHeaderBytes fails the call; it is not
+// held in memory whole.
+func TestHeaderLimit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		sc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer sc.Close()
+		go io.Copy(io.Discard, sc)
+		sc.Write([]byte("HTTP/1.1 200 OK\r\nX-Big: "))
+		chunk := bytes.Repeat([]byte("a"), 64<<10)
+		for range 2 * MaxHeaderBytes / len(chunk) {
+			if _, err := sc.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	tr := New(Options{})
+	_, err = post(t, tr, context.Background(), "http://"+ln.Addr().String()+"/", "{}")
+	if !errors.Is(err, ErrHeaderTooLarge) {
+		t.Errorf("error %v; want ErrHeaderTooLarge", err)
+	}
+}
+
+// A server that answers before reading a large body (a 413) and closes:
+// the answer is the call's outcome, not the failed write.
+func TestEarlyAnswerToALargeBody(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		io.WriteString(w, `{"error":"too large"}`)
+	})
+	tr := New(Options{})
+	resp, err := post(t, tr, context.Background(), s.URL, strings.Repeat("x", 16<<20))
+	if err != nil {
+		t.Fatalf("error %v; want the 413", err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 413 || body != `{"error":"too large"}` {
+		t.Errorf("%d %q; want 413", resp.StatusCode, body)
+	}
+	if n := pooled(tr); n != 0 {
+		t.Errorf("pooled %d; want 0", n)
+	}
+}
