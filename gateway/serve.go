@@ -216,8 +216,8 @@ func (st *Stack) alert(a budget.Alert) {
 	}
 }
 
-// Close stops the run manager, flushes the traces and closes the store
-// (unless it was given in Options).
+// Close stops the run manager, flushes the traces, closes the store
+// (unless it was given in Options) and the idle upstream connections.
 func (st *Stack) Close(ctx context.Context) error {
 	var errs []error
 	if st.Runs != nil {
@@ -244,6 +244,11 @@ func (st *Stack) Close(ctx context.Context) error {
 	}
 	if st.closeStore && st.Store != nil {
 		errs = append(errs, st.Store.Close())
+	}
+	if st.Server != nil {
+		if c, ok := st.Server.upstream.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections() // the upstream connections it keeps alive
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,14 @@ type upstreamMux struct {
 	sim  http.Handler
 }
 
+// CloseIdleConnections closes the idle connections of the real
+// transport, when it has such a method (as http.Transport does).
+func (m *upstreamMux) CloseIdleConnections() {
+	if c, ok := m.real.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 var errNoSim = errors.New("gateway: no simulator configured for sim:// deployments")
 
 func (m *upstreamMux) RoundTrip(r *http.Request) (*http.Response, error) {

@@ -1,23 +1,26 @@
 // Package h1 is an HTTP/1.1 client transport for plain-http upstreams
 // (a model server on the host or the network: vLLM, Ollama, a sidecar,
-// belay sim) that writes each request and reads its response on the
-// calling goroutine.
+// belay sim) that writes each request (up to 64 KiB of body) and reads its
+// response on the calling goroutine.
 //
 // net/http's Transport hands every request to a connection's write
 // goroutine and its response back from the connection's read goroutine,
 // and after the body's end hands the connection back once more: on a
 // machine with few cores each hand-off can wait for a thread to wake. On
-// loopback that was most of what a gateway added to a call
-// (bench/gateway: a belay process limited to one thread, where no hand-off
-// waits, added a third less than one on two). This transport does the
-// same work without them; the wire format is net/http's own
-// (http.Request.Write, http.ReadResponse), and only the connection pool
-// is this package's.
+// loopback, without them belay added 11–18% less to a call
+// (bench/gateway/README.md). The wire format is net/http's own
+// (http.Request.Write, http.ReadResponse); the connection pool and the
+// rules around it (a peek at pooled connections, one resend of a
+// replayable request on the keep-alive race, an answer sent before the
+// request was read, at most 5 informational answers) follow net/http's
+// Transport, and tests hold it to net/http's behaviour.
 //
 // It speaks HTTP/1.1 over TCP only: no TLS, no proxy, no HTTP/2, no
 // compression (no Accept-Encoding is sent), no redirects (like any
 // RoundTripper). Callers route https and proxied requests to an
-// http.Transport instead (see Transport.RoundTrip's errors).
+// http.Transport instead. Idle connections are closed when taken or
+// checked past Options.IdleTimeout, when found closed by the server, and
+// by CloseIdleConnections; there is no timer per connection.
 package h1
 
 import (
@@ -49,6 +52,9 @@ type Transport struct {
 
 	mu   sync.Mutex
 	idle map[string][]*conn // most recently returned last
+	// gen counts CloseIdleConnections calls: a connection made before the
+	// last one is closed when its request ends, not pooled.
+	gen uint64
 }
 
 // Options configure New. Zero fields take the defaults given.
@@ -94,6 +100,9 @@ type conn struct {
 	br     *bufio.Reader // over limitedReader{c}
 	bw     *bufio.Writer
 	idleAt time.Time
+	gen    uint64 // Transport.gen when it was dialed
+	reused bool   // taken from the pool for this request
+	got    int64  // bytes read from nc
 	// left is how many more bytes br may take from nc: MaxHeaderBytes
 	// while a response's status line and headers are read, unbounded for
 	// its body.
@@ -122,6 +131,7 @@ func (r limitedReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.nc.Read(p)
 	c.left -= int64(n)
+	c.got += int64(n)
 	return n, err
 }
 
@@ -158,29 +168,80 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	// A canceled context ends any read or write in progress (and every
-	// later one) on the connection; the connection is then closed.
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
-	fail := func(err error) (*http.Response, error) {
-		stop()
-		c.nc.Close()
+	resp, err, silent := c.exchange(ctx, req)
+	if err == nil || !silent || !c.reused || !replayable(req) || ctx.Err() != nil {
+		return resp, err
+	}
+	// The keep-alive race: the server closed the pooled connection as
+	// the request went out (its idle timer), and nothing came back. A
+	// request that may be sent twice is sent once more on a new
+	// connection, as net/http's Transport does.
+	b, gerr := req.GetBody()
+	if gerr != nil {
+		return nil, err
+	}
+	again := *req
+	again.Body = b
+	if c, gerr = t.dialConn(ctx, key); gerr != nil {
+		b.Close()
 		if cerr := ctxErr(ctx); cerr != nil {
 			return nil, cerr
 		}
-		return nil, err
+		return nil, gerr
+	}
+	resp, err, _ = c.exchange(ctx, &again)
+	return resp, err
+}
+
+// replayable reports whether req may be sent a second time after its
+// connection failed with no answer: its body can be made again and its
+// method is idempotent or it carries an idempotency key (net/http's
+// Transport's rule, from RFC 9110 §9.2.2).
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, ok := req.Header["Idempotency-Key"]
+	if !ok {
+		_, ok = req.Header["X-Idempotency-Key"]
+	}
+	return ok
+}
+
+// exchange writes req on c and reads its response's headers. silent
+// reports a failure with no byte of an answer received.
+func (c *conn) exchange(ctx context.Context, req *http.Request) (resp *http.Response, err error, silent bool) {
+	// A canceled context ends any read or write in progress (and every
+	// later one) on the connection; the connection is then closed.
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
+	got := c.got
+	fail := func(err error) (*http.Response, error, bool) {
+		stop()
+		c.nc.Close()
+		if cerr := ctxErr(ctx); cerr != nil {
+			return nil, cerr, false
+		}
+		return nil, err, c.got == got
+	}
+	if req.ContentLength > inlineBodyMax || req.ContentLength < 0 && req.Body != nil && req.Body != http.NoBody {
+		return c.exchangeLarge(ctx, req, stop, fail)
 	}
 	// Write closes req.Body, and calls the request's
 	// httptrace.ClientTrace.WroteRequest before the flush, as net/http's
 	// Transport does.
-	werr := req.Write(c.bw)
-	if werr == nil {
-		werr = c.bw.Flush()
-	}
+	werr := c.write(req)
 	if werr != nil {
 		// A server may answer before it has read the whole request (a
 		// 413 for a body over its limit) and close: its answer is the
 		// call's outcome, as with net/http. It is looked for briefly.
 		_ = c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+		if ctx.Err() != nil { // its cancel's past deadline was just replaced
+			return fail(werr)
+		}
 		resp, err := c.readResponse(req)
 		if err != nil || !stop() { // no answer, or the context ended
 			return fail(werr)
@@ -188,9 +249,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = c.nc.SetReadDeadline(time.Time{})
 		stop = context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
 		resp.Body = &body{r: resp.Body, c: c, stop: stop, keep: false, ctx: ctx}
-		return resp, nil
+		return resp, nil, false
 	}
-	resp, err := c.readResponse(req)
+	resp, err = c.readResponse(req)
 	if err != nil {
 		return fail(err)
 	}
@@ -198,17 +259,68 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Not a protocol this transport speaks past the headers.
 		stop()
 		c.nc.Close()
-		return nil, fmt.Errorf("h1: %s answered 101 Switching Protocols, which this transport does not take", key)
+		return nil, fmt.Errorf("h1: %s answered 101 Switching Protocols, which this transport does not take", c.key), false
 	}
 	keep := !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
 		// No body to read (HEAD, 204, 304, Content-Length: 0): the
 		// connection is free now.
 		c.release(stop, keep)
-		return resp, nil
+		return resp, nil, false
 	}
 	resp.Body = &body{r: resp.Body, c: c, stop: stop, keep: keep, ctx: ctx}
-	return resp, nil
+	return resp, nil, false
+}
+
+// inlineBodyMax is the largest request body written before the response
+// is read, on the caller's goroutine (64 KiB): one that fits in the
+// connection's socket buffers, so that the write ends even when the
+// server answers before it reads. A larger one (or one of unknown length)
+// is written by a goroutine of its own while the caller reads the
+// response: a server that sends a large answer (an error page, 413)
+// before it reads a large request would otherwise leave both sides
+// blocked in their writes.
+const inlineBodyMax = 64 << 10
+
+// write writes req on c and flushes it. Write closes req.Body, and calls
+// the request's httptrace.ClientTrace.WroteRequest before the flush, as
+// net/http's Transport does.
+func (c *conn) write(req *http.Request) error {
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	return err
+}
+
+// exchangeLarge is exchange for a body over inlineBodyMax: written by a
+// goroutine while the response is read. The connection is reused only
+// when the write had ended without error by the response body's end.
+func (c *conn) exchangeLarge(ctx context.Context, req *http.Request, stop func() bool,
+	fail func(error) (*http.Response, error, bool)) (*http.Response, error, bool) {
+	wrote := make(chan error, 1)
+	go func() { wrote <- c.write(req) }()
+	resp, err := c.readResponse(req)
+	if err != nil {
+		r, ferr, silent := fail(err) // closes the connection: the write ends
+		if werr := <-wrote; werr != nil && ctx.Err() == nil && silent {
+			ferr = werr // nothing came back: the write's failure says more
+		}
+		return r, ferr, silent
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		stop()
+		c.nc.Close()
+		<-wrote
+		return nil, fmt.Errorf("h1: %s answered 101 Switching Protocols, which this transport does not take", c.key), false
+	}
+	b := &body{r: resp.Body, c: c, stop: stop, keep: !resp.Close && !req.Close, ctx: ctx, wrote: wrote}
+	if resp.Body == http.NoBody {
+		b.release()
+		return resp, nil, false
+	}
+	resp.Body = b
+	return resp, nil, false
 }
 
 // earlyAnswerWait is how long a failed write waits for an answer the
@@ -217,12 +329,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 const earlyAnswerWait = 50 * time.Millisecond
 
 // readResponse reads the final response to req: its status line and
-// headers (at most MaxHeaderBytes), skipping informational (1xx) ones.
+// headers, skipping informational (1xx) ones, at most max1xx of them; the
+// informational and final headers together at most MaxHeaderBytes.
 func (c *conn) readResponse(req *http.Request) (*http.Response, error) {
-	for {
-		c.left = MaxHeaderBytes
+	c.left = MaxHeaderBytes
+	defer func() { c.left = math.MaxInt64 }()
+	for n := 0; ; n++ {
 		resp, err := http.ReadResponse(c.br, req)
-		c.left = math.MaxInt64
 		if err != nil {
 			return nil, err
 		}
@@ -231,9 +344,16 @@ func (c *conn) readResponse(req *http.Request) (*http.Response, error) {
 		}
 		// An informational answer (100 Continue, 103 Early Hints): the
 		// final one follows.
+		if n == max1xx {
+			return nil, fmt.Errorf("h1: more than %d informational (1xx) responses", max1xx)
+		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 	}
 }
+
+// max1xx is how many informational responses one request may get (as
+// net/http's Transport: 5).
+const max1xx = 5
 
 // ctxErr is the error of a call whose context ended, as net/http gives
 // it: the context's cause (context.Cause), nil while it has not ended.
@@ -282,34 +402,77 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 			c.nc.Close()
 			continue
 		}
+		c.reused = true
 		return c, nil
 	}
+	return t.dialConn(ctx, key)
+}
+
+// dialConn opens a new connection to key.
+func (t *Transport) dialConn(ctx context.Context, key string) (*conn, error) {
 	nc, err := t.dial(ctx, "tcp", key)
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{t: t, key: key, nc: nc, bw: bufio.NewWriterSize(nc, 4096)}
+	t.mu.Lock()
+	gen := t.gen
+	t.mu.Unlock()
+	c := &conn{t: t, key: key, nc: nc, gen: gen, bw: bufio.NewWriterSize(nc, 4096)}
 	c.br = bufio.NewReaderSize(limitedReader{c}, 4096)
 	return c, nil
 }
 
 // release ends the connection's request: stop is its cancel hook. The
-// connection goes back to the pool when keep holds and the hook had not
-// fired; it is closed otherwise.
+// connection goes back to the pool when keep holds, the hook had not fired
+// and no CloseIdleConnections came since it was dialed; it is closed
+// otherwise. The pool is used last in, first out, so a burst's extra
+// connections sink to its bottom: each release also checks the oldest
+// idle one (its age, and alive) and closes it when the server has closed
+// it or it has idled past the timeout, so that they do not stay open
+// (CLOSE_WAIT) while the top ones carry the traffic.
 func (c *conn) release(stop func() bool, keep bool) {
 	if !stop() || !keep { // the context's cancel set the past deadline
 		c.nc.Close()
 		return
 	}
 	t := c.t
-	c.idleAt = t.now()
+	now := t.now()
+	c.idleAt = now
+	c.reused = false
 	t.mu.Lock()
-	if len(t.idle[c.key]) >= t.maxIdle {
+	list := t.idle[c.key]
+	if c.gen != t.gen || len(list) >= t.maxIdle {
 		t.mu.Unlock()
 		c.nc.Close()
 		return
 	}
-	t.idle[c.key] = append(t.idle[c.key], c)
+	var oldest *conn
+	if len(list) > 0 {
+		oldest = list[0]
+		copy(list, list[1:])
+		list[len(list)-1] = nil
+		list = list[:len(list)-1]
+	}
+	t.idle[c.key] = append(list, c)
+	t.mu.Unlock()
+	if oldest == nil {
+		return
+	}
+	if now.Sub(oldest.idleAt) > t.idleTimeout || !alive(oldest) {
+		oldest.nc.Close()
+		return
+	}
+	t.mu.Lock()
+	list = t.idle[c.key]
+	if oldest.gen != t.gen || len(list) >= t.maxIdle {
+		t.mu.Unlock()
+		oldest.nc.Close()
+		return
+	}
+	list = append(list, nil)
+	copy(list[1:], list)
+	list[0] = oldest
+	t.idle[c.key] = list
 	t.mu.Unlock()
 }
 
@@ -317,6 +480,7 @@ func (c *conn) release(stop func() bool, keep bool) {
 // use are closed when their request ends. The Transport stays usable.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
+	t.gen++
 	idle := t.idle
 	t.idle = make(map[string][]*conn)
 	t.mu.Unlock()
@@ -334,6 +498,11 @@ type body struct {
 	stop func() bool
 	keep bool
 	ctx  context.Context
+
+	// wrote, for a body written by a goroutine (exchangeLarge), gives the
+	// write's outcome; the connection is kept only if it came, without
+	// error, by the body's end.
+	wrote <-chan error
 
 	mu     sync.Mutex  // Read and Close may come from different goroutines
 	done   bool        // the connection was released or closed
@@ -358,7 +527,7 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	b.done = true
 	if err == io.EOF {
-		b.c.release(b.stop, b.keep)
+		b.release()
 		return n, io.EOF
 	}
 	b.stop()
@@ -367,6 +536,20 @@ func (b *body) Read(p []byte) (int, error) {
 		return n, cerr
 	}
 	return n, err
+}
+
+// release hands the connection back at the body's end (see conn.release).
+func (b *body) release() {
+	keep := b.keep
+	if b.wrote != nil {
+		select {
+		case err := <-b.wrote:
+			keep = keep && err == nil
+		default: // still writing: the server answered without the rest
+			keep = false
+		}
+	}
+	b.c.release(b.stop, keep)
 }
 
 // errBodyClosed is a read after Close.
