@@ -33,7 +33,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		for _, k := range sortedKeys(r.Overall.FailuresByReason) {
 			fmt.Fprintf(w, "  %-34s %d\n", k, r.Overall.FailuresByReason[k])
 		}
-		fmt.Fprintln(w, "\nexamples (belay trace show RUN_ID for the whole trace):")
+		fmt.Fprintln(w, "\nexamples (scenario #run run-id: what failed):")
 		for _, sc := range r.Scenarios {
 			for _, o := range sc.Examples {
 				fmt.Fprintf(w, "  %s #%d %s: %s\n", o.Scenario, o.Index, o.RunID, clip(strings.Join(o.Failures, "; "), 200))

@@ -74,6 +74,7 @@ type result struct {
 	errEv   bool          // the stream carried an error event
 	readErr error         // the body could not be read to its end
 	header  http.Header
+	errBody []byte // a non-200 answer's body (its first 4 KiB)
 }
 
 // ok reports a complete, successful answer.
@@ -107,6 +108,10 @@ func (t *target) do(ctx context.Context, b []byte, stream bool, extra http.Heade
 	r := result{status: resp.StatusCode, header: resp.Header}
 	if stream && resp.StatusCode == http.StatusOK {
 		readStream(resp.Body, start, &r)
+	} else if resp.StatusCode != http.StatusOK {
+		// A failure's body (its error, in the client's dialect) is kept
+		// for the report.
+		r.errBody, r.readErr = io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	} else {
 		_, r.readErr = io.Copy(io.Discard, resp.Body)
 	}

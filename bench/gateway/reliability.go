@@ -23,6 +23,9 @@ type stormResult struct {
 	// left was cut short by the budget.
 	refused map[string]float64
 	elapsed time.Duration
+	// examples: the first 3 client failures, each with its attempts count
+	// and error body, for the report.
+	examples []string
 }
 
 // storm sends n non-streaming requests from conc workers to alias "storm"
@@ -54,6 +57,10 @@ func storm(ctx context.Context, p *belayProc, n, conc int) (stormResult, error) 
 					res.succeeded++
 				default:
 					res.failures[fmt.Sprintf("%d %s", r.status, r.header.Get("X-Belay-Deployment"))]++
+					if len(res.examples) < 3 {
+						res.examples = append(res.examples, fmt.Sprintf("%d after %s attempts: %s", r.status,
+							r.header.Get("X-Belay-Attempts"), strings.TrimSpace(string(r.errBody))))
+					}
 				}
 				mu.Unlock()
 			}

@@ -96,6 +96,9 @@ func report(w io.Writer, o options, m *measured) {
 	s := m.storm
 	fmt.Fprintf(w, "storm: %d/%d client requests succeeded in %v; %0.f upstream attempts (%.2f per request) by reason: %s; retries the retry budget refused: %s; client failures: %s\n",
 		s.succeeded, s.requests, s.elapsed.Round(time.Millisecond), s.attempts, s.attempts/float64(max(1, s.requests)), floatCounts(s.byReason), floatCounts(s.refused), formatCounts(s.failures))
+	for _, e := range s.examples {
+		fmt.Fprintf(w, "  storm failure: %s\n", e)
+	}
 	d := m.down
 	fmt.Fprintf(w, "one down: %d/%d client requests succeeded; %.0f upstream attempts (%.0f on the down deployment); breaker first seen open after %.0f attempts on it (%d requests); final state %q\n",
 		d.succeeded, d.requests, d.attempts, d.downAttempts, d.openedAfter, d.openedRequests, d.finalState)
