@@ -27,6 +27,7 @@ type metrics struct {
 	retriesRefused *prometheus.CounterVec   // deployment
 	fallbacks      *prometheus.CounterVec   // alias
 	breaker        *prometheus.GaugeVec     // deployment: 0 closed, 1 half-open, 2 open
+	breakerOpens   *prometheus.CounterVec   // deployment: transitions to open
 	spend          *prometheus.CounterVec   // tenant
 	latency        *prometheus.HistogramVec // dialect, stream
 	ttft           *prometheus.HistogramVec // dialect
@@ -48,6 +49,8 @@ func newMetrics() *metrics {
 			Help: "Calls served by other than the alias's first deployment."}, []string{"alias"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "belay_breaker_state",
 			Help: "Circuit breaker state per deployment: 0 closed, 1 half-open, 2 open."}, []string{"deployment"}),
+		breakerOpens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_breaker_opens_total",
+			Help: "Times a deployment's circuit breaker opened (an open period shorter than the scrape interval shows here, not in belay_breaker_state)."}, []string{"deployment"}),
 		spend: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_spend_usd_total",
 			Help: "Money charged for model calls, in USD."}, []string{"tenant"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_request_duration_seconds",
@@ -57,7 +60,7 @@ func newMetrics() *metrics {
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_budget_alerts_total",
 			Help: "Budget alert thresholds crossed (a tenant budget's alert_at), by scope (tenant; run where run alerts are set) and threshold."}, []string{"scope", "threshold"}),
 	}
-	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.retriesRefused, m.fallbacks, m.breaker, m.spend, m.latency, m.ttft, m.alerts,
+	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.retriesRefused, m.fallbacks, m.breaker, m.breakerOpens, m.spend, m.latency, m.ttft, m.alerts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -78,6 +81,7 @@ func (m *metrics) breakerState(deployment string, s breaker.State) {
 		v = 1
 	case breaker.Open:
 		v = 2
+		m.breakerOpens.WithLabelValues(deployment).Inc()
 	}
 	m.breaker.WithLabelValues(deployment).Set(v)
 }

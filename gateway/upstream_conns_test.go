@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,5 +52,47 @@ func TestStackCloseClosesIdleUpstreamConnections(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second): // a failure guard, not a wait
 		t.Error("the upstream's connection was still open 10s after Stack.Close")
+	}
+}
+
+// belay_breaker_opens_total counts each time a deployment's breaker
+// opens, which the state gauge misses when the open period falls between
+// two scrapes.
+func TestBreakerOpensAreCounted(t *testing.T) {
+	bad := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"error":{"message":"boom","type":"server_error"}}`)
+	})
+	good := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1}
+breaker: {consecutive_failures: 2, open_for: 1h}
+models:
+  - alias: m
+    deployments:
+      - {name: d1, provider: openai, model: gpt-4o-mini, base_url: `+bad.URL+`/v1, api_key: sk-1}
+      - {name: d2, provider: openai, model: gpt-4o-mini, base_url: `+good.URL+`/v1, api_key: sk-2}
+`, nil)
+	for i := range 4 {
+		if resp, body := g.do("POST", "/v1/chat/completions", chat); resp.StatusCode != 200 {
+			t.Fatalf("call %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	_, metrics := g.do("GET", "/metrics", "")
+	for _, want := range []string{`belay_breaker_opens_total{deployment="d1"} 1`, `belay_breaker_state{deployment="d1"} 2`,
+		`belay_attempts_total{deployment="d1",reason="server_error"} 2`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(metrics, `belay_breaker_opens_total{deployment="d2"}`) {
+		t.Error("d2's breaker counted as opened")
 	}
 }

@@ -23,6 +23,9 @@ type stormResult struct {
 	// left was cut short by the budget.
 	refused map[string]float64
 	elapsed time.Duration
+	// opens: times each deployment's breaker opened during the storm
+	// (belay_breaker_opens_total).
+	opens map[string]float64
 	// examples: the first 3 client failures, each with its attempts count
 	// and error body, for the report.
 	examples []string
@@ -38,7 +41,7 @@ func storm(ctx context.Context, p *belayProc, n, conc int) (stormResult, error) 
 	if err != nil {
 		return stormResult{}, err
 	}
-	res := stormResult{requests: n, failures: map[string]int{}, byReason: map[string]float64{}, refused: map[string]float64{}}
+	res := stormResult{requests: n, failures: map[string]int{}, byReason: map[string]float64{}, refused: map[string]float64{}, opens: map[string]float64{}}
 	var mu sync.Mutex
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -75,6 +78,10 @@ func storm(ctx context.Context, p *belayProc, n, conc int) (stormResult, error) 
 	for _, dep := range []string{depStormA, depStormB} {
 		res.attempts += sum(after, "belay_attempts_total", map[string]string{"deployment": dep}) -
 			sum(before, "belay_attempts_total", map[string]string{"deployment": dep})
+		if o := sum(after, "belay_breaker_opens_total", map[string]string{"deployment": dep}) -
+			sum(before, "belay_breaker_opens_total", map[string]string{"deployment": dep}); o > 0 {
+			res.opens[dep] = o
+		}
 		if r := sum(after, "belay_retries_refused_total", map[string]string{"deployment": dep}) -
 			sum(before, "belay_retries_refused_total", map[string]string{"deployment": dep}); r > 0 {
 			res.refused[dep] = r

@@ -94,8 +94,8 @@ func report(w io.Writer, o options, m *measured) {
 	fmt.Fprintf(w, "permanent: %d requests refused upstream with 400 context_length_exceeded: client statuses %s, upstream saw %d, x-belay-attempts sum %d, x-should-retry:false on %d\n",
 		p.requests, formatCounts(p.clientStatus), p.upstreamHits, p.attemptsHdr, p.shouldRetryNo)
 	s := m.storm
-	fmt.Fprintf(w, "storm: %d/%d client requests succeeded in %v; %0.f upstream attempts (%.2f per request) by reason: %s; retries the retry budget refused: %s; client failures: %s\n",
-		s.succeeded, s.requests, s.elapsed.Round(time.Millisecond), s.attempts, s.attempts/float64(max(1, s.requests)), floatCounts(s.byReason), floatCounts(s.refused), formatCounts(s.failures))
+	fmt.Fprintf(w, "storm: %d/%d client requests succeeded in %v; %0.f upstream attempts (%.2f per request) by reason: %s; retries the retry budget refused: %s; breakers opened: %s; client failures: %s\n",
+		s.succeeded, s.requests, s.elapsed.Round(time.Millisecond), s.attempts, s.attempts/float64(max(1, s.requests)), floatCounts(s.byReason), floatCounts(s.refused), floatCounts(s.opens), formatCounts(s.failures))
 	for _, e := range s.examples {
 		fmt.Fprintf(w, "  storm failure: %s\n", e)
 	}
