@@ -42,6 +42,18 @@ func (s *Server) upstreamLimit() int64 {
 
 const defaultMaxUpstreamBodyBytes = 32 << 20
 
+// errClientGone is the cause of a call whose client went away before its
+// answer ended: its connection closed (the request's context ended), or a
+// write of the answer to it failed. It is the client's doing: the
+// failure's message says so rather than blame the upstream deployment.
+var errClientGone = errors.New("the client closed its connection before the answer ended")
+
+// clientGone returns the Canceled failure of a call whose client went
+// away; err is what showed it (the failed write, the context's cause).
+func clientGone(err error) *failure.Error {
+	return failure.Wrap(failure.Canceled, fmt.Errorf("%w (%v)", errClientGone, err))
+}
+
 // ownErrors are the gateway's own causes, whose text is fit for a client.
 var ownErrors = []error{errFirstByte, errFirstToken, errIdle, errNotStream, errUpstreamTooLarge, errNoSim}
 
@@ -53,7 +65,8 @@ var ownErrors = []error{errFirstByte, errFirstToken, errIdle, errNotStream, errU
 // failures (those read from a provider's response) are returned as they
 // are.
 func publicFailure(fe *failure.Error, dep string) *failure.Error {
-	if fe == nil || fe.Cause == nil || failure.As(fe.Cause) != nil || errors.Is(fe.Cause, errUpstreamTooLarge) {
+	if fe == nil || fe.Cause == nil || failure.As(fe.Cause) != nil || errors.Is(fe.Cause, errUpstreamTooLarge) ||
+		errors.Is(fe.Cause, errClientGone) {
 		return fe // not from a Go error, or already phrased for the client (tooLarge)
 	}
 	switch fe.Reason {
@@ -131,16 +144,19 @@ func (c *call) finalFailure(turnCtx context.Context, err error) error {
 		return nil
 	}
 	fe := asFailure(err)
-	if cause := context.Cause(c.r.Context()); errors.Is(cause, errShutdown) && !errors.Is(fe, errShutdown) {
+	if cause := context.Cause(c.r.Context()); errors.Is(cause, errShutdown) {
+		if errors.Is(fe, errShutdown) {
+			return fe
+		}
 		cp := *failure.Wrap(failure.Canceled, cause) // the client is still there: see shuttingDown
 		cp.OutputStarted, cp.Deployment = fe.OutputStarted, fe.Deployment
 		return &cp
 	}
-	if c.r.Context().Err() != nil {
-		if fe.Reason == failure.Canceled {
+	if c.r.Context().Err() != nil { // the client went away
+		if errors.Is(fe, errClientGone) {
 			return fe
 		}
-		cp := *failure.Wrap(failure.Canceled, context.Cause(c.r.Context()))
+		cp := *clientGone(context.Cause(c.r.Context()))
 		cp.OutputStarted, cp.Deployment = fe.OutputStarted, fe.Deployment
 		return &cp
 	}

@@ -133,7 +133,18 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 	}
 	s.router = deps.Router
 	if s.router == nil {
-		rcfg.OnBreakerChange = func(name string, _, to breaker.State) { s.metrics.breakerState(name, to) }
+		rcfg.OnBreakerChange = func(name string, from, to breaker.State) {
+			s.metrics.breakerState(name, to)
+			// Each change is logged (an open breaker refuses every call to
+			// its deployment until it half-opens: newcomer finding, an
+			// opening showed only in /admin/breakers and the metrics).
+			level := slog.LevelInfo
+			if to == breaker.Open {
+				level = slog.LevelWarn
+			}
+			s.log.LogAttrs(context.Background(), level, "breaker "+to.String(), slogString("deployment", name),
+				slogString("from", from.String()))
+		}
 		if s.disabled != nil {
 			rcfg.Skip = func(d *route.Deployment) bool { return s.disabled(*d) }
 		}

@@ -120,7 +120,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		}
 		if err != nil { // the client went away
 			c.chargeStream(d, fol)
-			return afterCommit(failure.Wrap(failure.Canceled, err))
+			return afterCommit(clientGone(err))
 		}
 		if o.Terminator {
 			c.chargeStream(d, fol)

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"log/slog"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/belay-run/belay/gateway"
 )
 
 // The gateway keeps upstream connections alive between calls, and
@@ -69,7 +72,8 @@ func TestBreakerOpensAreCounted(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
 	})
-	g := newGW(t, `
+	logged := lineSignal{match: "breaker open", lines: make(chan string, 4)}
+	g := newGWOpts(t, `
 listen: 127.0.0.1:0
 store: memory://
 retry: {max_attempts: 1}
@@ -79,7 +83,7 @@ models:
     deployments:
       - {name: d1, provider: openai, model: gpt-4o-mini, base_url: `+bad.URL+`/v1, api_key: sk-1}
       - {name: d2, provider: openai, model: gpt-4o-mini, base_url: `+good.URL+`/v1, api_key: sk-2}
-`, nil)
+`, gateway.Options{Logger: slog.New(slog.NewTextHandler(logged, nil))})
 	for i := range 4 {
 		if resp, body := g.do("POST", "/v1/chat/completions", chat); resp.StatusCode != 200 {
 			t.Fatalf("call %d: %d %s", i, resp.StatusCode, body)
@@ -94,5 +98,13 @@ models:
 	}
 	if strings.Contains(metrics, `belay_breaker_opens_total{deployment="d2"}`) {
 		t.Error("d2's breaker counted as opened")
+	}
+	select { // logged by the call that opened it, before its answer
+	case line := <-logged.lines:
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "deployment=d1 from=closed") {
+			t.Errorf("breaker log line %q; want a WARN naming d1, from closed", line)
+		}
+	default:
+		t.Error("the breaker's opening was not logged")
 	}
 }
