@@ -19,8 +19,9 @@
 // compression (no Accept-Encoding is sent), no redirects (like any
 // RoundTripper). Callers route https and proxied requests to an
 // http.Transport instead. Idle connections are closed when taken or
-// checked past Options.IdleTimeout, when found closed by the server, and
-// by CloseIdleConnections; there is no timer per connection.
+// checked past Options.IdleTimeout, when found closed by the server (on
+// the next release to their host, or by a sweep every 30s while any is
+// pooled), and by CloseIdleConnections.
 package h1
 
 import (
@@ -55,7 +56,17 @@ type Transport struct {
 	// gen counts CloseIdleConnections calls: a connection made before the
 	// last one is closed when its request ends, not pooled.
 	gen uint64
+	// sweep runs sweepIdle every sweepEvery while the pool holds a
+	// connection (armed: it is pending).
+	sweep *time.Timer
+	armed bool
 }
+
+// sweepEvery is how often idle connections are checked while any is
+// pooled: the server may have closed them (their sockets then wait in
+// CLOSE_WAIT with their descriptors held) or they may have idled past
+// IdleTimeout, with no request to that host to find them.
+const sweepEvery = 30 * time.Second
 
 // Options configure New. Zero fields take the defaults given.
 type Options struct {
@@ -454,6 +465,7 @@ func (c *conn) release(stop func() bool, keep bool) {
 		list = list[:len(list)-1]
 	}
 	t.idle[c.key] = append(list, c)
+	t.armSweep()
 	t.mu.Unlock()
 	if oldest == nil {
 		return
@@ -474,6 +486,46 @@ func (c *conn) release(stop func() bool, keep bool) {
 	list[0] = oldest
 	t.idle[c.key] = list
 	t.mu.Unlock()
+}
+
+// armSweep starts the sweep timer unless it is pending. Under t.mu.
+func (t *Transport) armSweep() {
+	if t.armed {
+		return
+	}
+	t.armed = true
+	if t.sweep == nil {
+		t.sweep = time.AfterFunc(sweepEvery, t.sweepIdle)
+	} else {
+		t.sweep.Reset(sweepEvery)
+	}
+}
+
+// sweepIdle closes the pooled connections that idled past IdleTimeout or
+// that the server closed (alive: one non-blocking peek each, under the
+// lock), and re-arms while any stay pooled.
+func (t *Transport) sweepIdle() {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.armed = false
+	for key, list := range t.idle {
+		kept := list[:0]
+		for _, c := range list {
+			if now.Sub(c.idleAt) > t.idleTimeout || !alive(c) {
+				c.nc.Close()
+				continue
+			}
+			kept = append(kept, c)
+		}
+		clear(list[len(kept):])
+		if len(kept) == 0 {
+			delete(t.idle, key)
+			continue
+		}
+		t.idle[key] = kept
+		t.armSweep()
+	}
 }
 
 // CloseIdleConnections closes the connections in the pool; connections in

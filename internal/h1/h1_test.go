@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -496,4 +497,90 @@ func TestEarlyAnswerToALargeBody(t *testing.T) {
 	if n := pooled(tr); n != 0 {
 		t.Errorf("pooled %d; want 0", n)
 	}
+}
+
+// With no more requests to a host, its pooled connections are still
+// checked: the sweep (run every sweepEvery while any is pooled) closes
+// those the server closed and those idle past IdleTimeout, keeps the rest,
+// and stops re-arming once the pool is empty.
+func TestSweepIdle(t *testing.T) {
+	var mu sync.Mutex
+	server := map[string]net.Conn{} // by the client's address
+	release := make(chan struct{})
+	var inFlight sync.WaitGroup
+	inFlight.Add(3)
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Done()
+		<-release // the 3 requests are in flight at once: 3 connections
+		io.WriteString(w, "ok")
+	}))
+	s.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		mu.Lock()
+		server[c.RemoteAddr().String()] = c
+		mu.Unlock()
+		return ctx
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	now := time.Unix(1000, 0)
+	tr := New(Options{IdleTimeout: time.Minute})
+	tr.now = func() time.Time { return now }
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			resp, err := post(t, tr, context.Background(), s.URL, "{}")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			readAll(t, resp)
+		})
+	}
+	inFlight.Wait()
+	close(release)
+	wg.Wait()
+	tr.mu.Lock()
+	var list []*conn
+	for _, l := range tr.idle {
+		list = append(list, l...)
+	}
+	armed := tr.armed
+	tr.mu.Unlock()
+	if len(list) != 3 || !armed {
+		t.Fatalf("pooled %d, sweep armed %v; want 3, true", len(list), armed)
+	}
+	// The server closes one; another idles past the timeout.
+	mu.Lock()
+	server[list[0].nc.LocalAddr().String()].Close()
+	mu.Unlock()
+	waitReadable(t, list[0].nc)
+	now = now.Add(30 * time.Second)
+	tr.mu.Lock()
+	list[1].idleAt = now.Add(-2 * time.Minute)
+	tr.mu.Unlock()
+	tr.sweepIdle()
+	if n := pooled(tr); n != 1 {
+		t.Fatalf("pooled %d after the sweep; want 1 (the open, recent one)", n)
+	}
+	tr.mu.Lock()
+	if !tr.armed || tr.idle[hostPort(&http.Request{URL: mustURL(t, s.URL)})][0] != list[2] {
+		t.Errorf("after the sweep: armed %v, pool %v; want armed, holding the third connection", tr.armed, tr.idle)
+	}
+	tr.mu.Unlock()
+	now = now.Add(2 * time.Minute)
+	tr.sweepIdle()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.idle) != 0 || tr.armed {
+		t.Errorf("after the last one idled out: pool %v, armed %v; want empty, not armed", tr.idle, tr.armed)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
