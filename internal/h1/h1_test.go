@@ -504,41 +504,10 @@ func TestEarlyAnswerToALargeBody(t *testing.T) {
 // those the server closed and those idle past IdleTimeout, keeps the rest,
 // and stops re-arming once the pool is empty.
 func TestSweepIdle(t *testing.T) {
-	var mu sync.Mutex
-	server := map[string]net.Conn{} // by the client's address
-	release := make(chan struct{})
-	var inFlight sync.WaitGroup
-	inFlight.Add(3)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inFlight.Done()
-		<-release // the 3 requests are in flight at once: 3 connections
-		io.WriteString(w, "ok")
-	}))
-	s.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		mu.Lock()
-		server[c.RemoteAddr().String()] = c
-		mu.Unlock()
-		return ctx
-	}
-	s.Start()
-	t.Cleanup(s.Close)
 	now := time.Unix(1000, 0)
 	tr := New(Options{IdleTimeout: time.Minute})
 	tr.now = func() time.Time { return now }
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() {
-			resp, err := post(t, tr, context.Background(), s.URL, "{}")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			readAll(t, resp)
-		})
-	}
-	inFlight.Wait()
-	close(release)
-	wg.Wait()
+	b := newBurst(t, tr, 3)
 	tr.mu.Lock()
 	var list []*conn
 	for _, l := range tr.idle {
@@ -550,10 +519,7 @@ func TestSweepIdle(t *testing.T) {
 		t.Fatalf("pooled %d, sweep armed %v; want 3, true", len(list), armed)
 	}
 	// The server closes one; another idles past the timeout.
-	mu.Lock()
-	server[list[0].nc.LocalAddr().String()].Close()
-	mu.Unlock()
-	waitReadable(t, list[0].nc)
+	b.closeServerSide(t, list[0])
 	now = now.Add(30 * time.Second)
 	tr.mu.Lock()
 	list[1].idleAt = now.Add(-2 * time.Minute)
@@ -563,7 +529,7 @@ func TestSweepIdle(t *testing.T) {
 		t.Fatalf("pooled %d after the sweep; want 1 (the open, recent one)", n)
 	}
 	tr.mu.Lock()
-	if !tr.armed || tr.idle[hostPort(&http.Request{URL: mustURL(t, s.URL)})][0] != list[2] {
+	if !tr.armed || tr.idle[hostPort(&http.Request{URL: mustURL(t, b.URL)})][0] != list[2] {
 		t.Errorf("after the sweep: armed %v, pool %v; want armed, holding the third connection", tr.armed, tr.idle)
 	}
 	tr.mu.Unlock()
@@ -583,4 +549,65 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// burst is a server that answered n requests sent at once through a
+// Transport, each held until all n were in flight, so that they took n
+// connections, now pooled; it answers "ok" to later requests at once.
+type burst struct {
+	*httptest.Server
+	mu     sync.Mutex
+	server map[string]net.Conn // its side of each connection, by the client's address
+}
+
+func newBurst(t *testing.T, tr *Transport, n int) *burst {
+	t.Helper()
+	b := &burst{server: map[string]net.Conn{}}
+	var inFlight sync.WaitGroup
+	inFlight.Add(n)
+	held := make(chan struct{})
+	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-held:
+		default:
+			inFlight.Done()
+			inFlight.Wait()
+		}
+		io.WriteString(w, "ok")
+	}))
+	b.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		b.mu.Lock()
+		b.server[c.RemoteAddr().String()] = c
+		b.mu.Unlock()
+		return ctx
+	}
+	b.Start()
+	t.Cleanup(b.Close)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := post(t, tr, context.Background(), b.URL, "{}")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			readAll(t, resp)
+		})
+	}
+	wg.Wait()
+	close(held)
+	if p := pooled(tr); p != n {
+		t.Fatalf("pooled %d after a burst of %d; want %d", p, n, n)
+	}
+	return b
+}
+
+// closeServerSide closes the server's side of c and waits for its FIN to
+// reach c.
+func (b *burst) closeServerSide(t *testing.T, c *conn) {
+	t.Helper()
+	b.mu.Lock()
+	b.server[c.nc.LocalAddr().String()].Close()
+	b.mu.Unlock()
+	waitReadable(t, c.nc)
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -176,48 +175,15 @@ func TestEndless1xxIsCutOff(t *testing.T) {
 // connections from a burst, the server closes the 3 not in use, 20 more
 // requests follow; none of the 3 is still pooled.
 func TestServerClosedIdleConnectionsAreDropped(t *testing.T) {
-	var mu sync.Mutex
-	server := map[string]net.Conn{} // by the client's address
-	var inFlight sync.WaitGroup
-	inFlight.Add(4)
-	burst := true
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		b := burst
-		mu.Unlock()
-		if b {
-			inFlight.Done()
-			inFlight.Wait() // the 4 requests are in flight at once
-		}
-		io.WriteString(w, "ok")
-	}))
-	s.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		mu.Lock()
-		server[c.RemoteAddr().String()] = c
-		mu.Unlock()
-		return ctx
-	}
-	s.Start()
-	defer s.Close()
 	tr := New(Options{})
+	b := newBurst(t, tr, 4)
 	do := func() {
-		resp, err := post(t, tr, context.Background(), s.URL, "{}")
+		resp, err := post(t, tr, context.Background(), b.URL, "{}")
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		readAll(t, resp)
-	}
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(do)
-	}
-	wg.Wait()
-	mu.Lock()
-	burst = false
-	mu.Unlock()
-	if n := pooled(tr); n != 4 {
-		t.Fatalf("pooled %d after the burst; want 4", n)
 	}
 	// The server closes the idle connections except the one the next
 	// request takes (the pool's top).
@@ -229,10 +195,7 @@ func TestServerClosedIdleConnectionsAreDropped(t *testing.T) {
 	tr.mu.Unlock()
 	top := list[len(list)-1]
 	for _, c := range list[:len(list)-1] {
-		mu.Lock()
-		server[c.nc.LocalAddr().String()].Close()
-		mu.Unlock()
-		waitReadable(t, c.nc) // the FIN arrived
+		b.closeServerSide(t, c)
 	}
 	for range 20 {
 		do()
