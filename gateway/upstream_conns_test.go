@@ -2,8 +2,8 @@ package gateway_test
 
 import (
 	"context"
-	"log/slog"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
