@@ -266,20 +266,31 @@ func (c *conn) exchange(ctx context.Context, req *http.Request) (resp *http.Resp
 	if err != nil {
 		return fail(err)
 	}
+	return c.answer(ctx, req, resp, stop, nil)
+}
+
+// answer hands resp to the caller, its body reading from c: the
+// connection is released at the body's end (body.release), at once when
+// there is no body (HEAD, 204, 304, Content-Length: 0). A 101 is refused
+// and closes c. stop is the cancel hook; wrote, when not nil, gives the
+// outcome of a write still running (exchangeLarge).
+func (c *conn) answer(ctx context.Context, req *http.Request, resp *http.Response, stop func() bool,
+	wrote <-chan error) (*http.Response, error, bool) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// Not a protocol this transport speaks past the headers.
 		stop()
 		c.nc.Close()
+		if wrote != nil {
+			<-wrote
+		}
 		return nil, fmt.Errorf("h1: %s answered 101 Switching Protocols, which this transport does not take", c.key), false
 	}
-	keep := !resp.Close && !req.Close
+	b := &body{r: resp.Body, c: c, stop: stop, keep: !resp.Close && !req.Close, ctx: ctx, wrote: wrote}
 	if resp.Body == http.NoBody {
-		// No body to read (HEAD, 204, 304, Content-Length: 0): the
-		// connection is free now.
-		c.release(stop, keep)
+		b.release()
 		return resp, nil, false
 	}
-	resp.Body = &body{r: resp.Body, c: c, stop: stop, keep: keep, ctx: ctx}
+	resp.Body = b
 	return resp, nil, false
 }
 
@@ -319,19 +330,7 @@ func (c *conn) exchangeLarge(ctx context.Context, req *http.Request, stop func()
 		}
 		return r, ferr, silent
 	}
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		stop()
-		c.nc.Close()
-		<-wrote
-		return nil, fmt.Errorf("h1: %s answered 101 Switching Protocols, which this transport does not take", c.key), false
-	}
-	b := &body{r: resp.Body, c: c, stop: stop, keep: !resp.Close && !req.Close, ctx: ctx, wrote: wrote}
-	if resp.Body == http.NoBody {
-		b.release()
-		return resp, nil, false
-	}
-	resp.Body = b
-	return resp, nil, false
+	return c.answer(ctx, req, resp, stop, wrote)
 }
 
 // earlyAnswerWait is how long a failed write waits for an answer the

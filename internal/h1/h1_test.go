@@ -611,3 +611,25 @@ func (b *burst) closeServerSide(t *testing.T, c *conn) {
 	b.mu.Unlock()
 	waitReadable(t, c.nc)
 }
+
+// A 101 Switching Protocols is refused (this transport speaks nothing past
+// HTTP/1.1's headers), and its connection is not pooled.
+func TestSwitchingProtocolsIsRefused(t *testing.T) {
+	u := rawServer(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if req, err := http.ReadRequest(br); err == nil {
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+			io.Copy(io.Discard, br)
+		}
+	})
+	tr := New(Options{})
+	for _, size := range []int{2, inlineBodyMax + 1} { // written inline, and by a goroutine
+		_, err := post(t, tr, context.Background(), u, strings.Repeat("x", size))
+		if err == nil || !strings.Contains(err.Error(), "101 Switching Protocols") {
+			t.Errorf("body of %d bytes: %v; want the 101 refused", size, err)
+		}
+	}
+	if n := pooled(tr); n != 0 {
+		t.Errorf("pooled %d; want 0", n)
+	}
+}
