@@ -259,7 +259,7 @@ func TestCommandAgentNoUnapprovedIrreversibleOff(t *testing.T) {
 // the file, line and field, while a key left out (or empty) keeps the
 // default (adversary finding: runs: 0 ran 10 runs, timeout: 0 gave 60s).
 func TestLoadSuiteExplicitZero(t *testing.T) {
-	for _, c := range []struct{ text, want string }{
+	refusesSuites(t, []suiteRefusal{
 		{"runs: 0\n", `:3: runs: must be ≥ 1, not 0 (leave it out for the default, 10)`},
 		{"concurrency: 0\n", `:3: concurrency: must be ≥ 1, not 0 (leave it out for the default, 4)`},
 		{"timeout: 0\n", `:3: timeout: must be above 0, not 0 (leave it out for the default, 60s)`},
@@ -267,17 +267,7 @@ func TestLoadSuiteExplicitZero(t *testing.T) {
 		{"providers: {sim: {deployments: 0}}\n", `:3: providers.sim.deployments: must be ≥ 1, not 0 (leave it out for the default, 2)`},
 		{"scenarios:\n  - {name: b, runs: 0}\n", `:4: scenarios.0.runs: must be ≥ 1, not 0 (leave it out for the default, the suite's runs)`},
 		{"scenarios:\n  - {name: b, <<: {runs: 0}}\n", `:4: scenarios.0.runs: must be ≥ 1, not 0 (leave it out for the default, the suite's runs)`},
-	} {
-		text := "version: 1\nagent: {go: demo-agent}\n" + c.text
-		if !strings.Contains(c.text, "scenarios:") {
-			text += "scenarios: [{name: a}]\n"
-		}
-		path := writeSuite(t, text)
-		_, err := LoadSuite(path)
-		if want := "bad suite: " + path + c.want; !errors.Is(err, ErrBadSuite) || err.Error() != want {
-			t.Errorf("%q:\ngot  %v\nwant %s", c.text, err, want)
-		}
-	}
+	})
 	// Left out or empty: the defaults.
 	s, err := LoadSuite(writeSuite(t, "version: 1\nagent: {go: demo-agent}\nruns:\ntimeout:\nscenarios: [{name: a, runs: }]\n"))
 	if err != nil {
@@ -288,20 +278,16 @@ func TestLoadSuiteExplicitZero(t *testing.T) {
 	}
 }
 
-// Sizes past their bounds are refused before anything is allocated for
-// them (adversary finding: providers.sim.deployments: 100000000 ran out of
-// memory with a Go stack trace).
-func TestLoadSuiteSizeBounds(t *testing.T) {
-	for _, c := range []struct{ text, want string }{
-		{"providers: {sim: {deployments: 100000000}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not 100000000`},
-		{"providers: {sim: {deployments: 65}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not 65`},
-		{"providers: {sim: {deployments: -1}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not -1`},
-		{"runs: 100001\n", `:3: runs: must be between 1 and 100000, not 100001`},
-		{"runs: -3\n", `:3: runs: must be between 1 and 100000, not -3`},
-		{"concurrency: 100000000\n", `:3: concurrency: must be between 1 and 1000, not 100000000`},
-		{"scenarios:\n  - {name: b, runs: 1000000000}\n", `:4: scenarios.0.runs: must be between 1 and 100000, not 1000000000`},
-		{"scenarios:\n  - name: b\n    providers: {sim: {deployments: 1000}}\n", `:5: scenarios.0.providers.sim.deployments: must be between 1 and 64, not 1000`},
-	} {
+// suiteRefusal is a suite's text after its version and agent lines (one
+// scenario is added unless it has scenarios) and the refusal that must
+// follow "bad suite: PATH".
+type suiteRefusal struct{ text, want string }
+
+// refusesSuites checks that LoadSuite refuses each suite of cases with
+// exactly its refusal.
+func refusesSuites(t *testing.T, cases []suiteRefusal) {
+	t.Helper()
+	for _, c := range cases {
 		text := "version: 1\nagent: {go: demo-agent}\n" + c.text
 		if !strings.Contains(c.text, "scenarios:") {
 			text += "scenarios: [{name: a}]\n"
@@ -312,6 +298,22 @@ func TestLoadSuiteSizeBounds(t *testing.T) {
 			t.Errorf("%q:\ngot  %v\nwant %s", c.text, err, want)
 		}
 	}
+}
+
+// Sizes past their bounds are refused before anything is allocated for
+// them (adversary finding: providers.sim.deployments: 100000000 ran out of
+// memory with a Go stack trace).
+func TestLoadSuiteSizeBounds(t *testing.T) {
+	refusesSuites(t, []suiteRefusal{
+		{"providers: {sim: {deployments: 100000000}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not 100000000`},
+		{"providers: {sim: {deployments: 65}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not 65`},
+		{"providers: {sim: {deployments: -1}}\n", `:3: providers.sim.deployments: must be between 1 and 64, not -1`},
+		{"runs: 100001\n", `:3: runs: must be between 1 and 100000, not 100001`},
+		{"runs: -3\n", `:3: runs: must be between 1 and 100000, not -3`},
+		{"concurrency: 100000000\n", `:3: concurrency: must be between 1 and 1000, not 100000000`},
+		{"scenarios:\n  - {name: b, runs: 1000000000}\n", `:4: scenarios.0.runs: must be between 1 and 100000, not 1000000000`},
+		{"scenarios:\n  - name: b\n    providers: {sim: {deployments: 1000}}\n", `:5: scenarios.0.providers.sim.deployments: must be between 1 and 64, not 1000`},
+	})
 	// The bounds themselves are accepted.
 	text := "version: 1\nagent: {go: demo-agent}\nruns: 100000\nconcurrency: 1000\nproviders: {sim: {deployments: 64, down: [63]}}\nscenarios: [{name: a}]\n"
 	if _, err := LoadSuite(writeSuite(t, text)); err != nil {
