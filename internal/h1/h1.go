@@ -7,7 +7,7 @@
 // goroutine and its response back from the connection's read goroutine,
 // and after the body's end hands the connection back once more: on a
 // machine with few cores each hand-off can wait for a thread to wake. On
-// loopback, without them belay added 11–18% less to a call
+// loopback, without them belay added 10–18% less to a call
 // (bench/gateway/README.md). The wire format is net/http's own
 // (http.Request.Write, http.ReadResponse); the connection pool and the
 // rules around it (a peek at pooled connections, one resend of a
