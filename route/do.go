@@ -119,6 +119,18 @@ func (r *Result) add(a Attempt) {
 // begun, and Do stops at once with a Fatal DeadlineExceeded failure whose
 // Cause is the last attempt's failure.
 //
+// When the last deployment of a chain of two or more is left and attempts
+// are left, Do makes another pass over the deployments it left with a
+// transient failure it could still retry (its Retry.MaxAttempts used up, or
+// its retry budget refusing), and over those whose breakers refused the
+// call, which may admit it now; not over one it left for a degraded failure
+// or for x-should-retry: false. Each revisit starts with a retry: it waits
+// the policy's first backoff (or the server's Retry-After) and needs room in
+// the deployment's retry budget, and may make up to Retry.MaxAttempts
+// attempts. Passes go on while attempts are left and the last pass made at
+// least one. So a deployment whose breaker opens (or an operator disabled)
+// does not cut a call's attempts to the other deployments' MaxAttempts.
+//
 // call receives the attempt's context and the deployment, which it must not
 // modify; it returns nil on success or an error, classified with
 // failure.ClassifyError unless it is (or wraps) a *failure.Error. Do returns
@@ -143,7 +155,7 @@ func (r *Router) Do(ctx context.Context, alias string, call func(ctx context.Con
 	var last *failure.Error
 	for i := 0; i < len(members); i++ {
 		m := members[i]
-		out, f := l.deployment(m)
+		out, f := l.deployment(m, nil)
 		if out == served {
 			res.Deployment = &m.d
 			res.Degraded = fellBack || i > 0
@@ -152,17 +164,77 @@ func (r *Router) Do(ctx context.Context, alias string, call func(ctx context.Con
 		if f != nil {
 			last = f
 		}
-		if out == next {
+		if out == spent || out == refused {
+			l.mark(i, len(members), f, out == spent)
+		}
+		if out != stop {
+			if i == len(members)-1 && l.spent {
+				return l.revisit(members, fellBack, last)
+			}
 			continue
 		}
 		if fb := c.fallbackFor(f); fb != nil && !fellBack {
 			members, fellBack, i = fb, true, -1
+			l.again, l.lasts, l.spent = 0, nil, false
 			continue
 		}
 		return *res, f
 	}
 	if last == nil { // every breaker of the primary chain refused
 		return *res, c.errAllOpen
+	}
+	return *res, last
+}
+
+// mark notes that member i of a chain of n may be revisited: it was left
+// with a retryable transient failure f (spent), or its breaker refused.
+// Only the first 64 members of a chain are revisited. A refusal does not
+// allocate: the all-open path stays free of allocations.
+func (l *loop) mark(i, n int, f *failure.Error, spent bool) {
+	if n < 2 || i >= 64 {
+		return
+	}
+	l.again |= 1 << uint(i)
+	if spent {
+		if l.lasts == nil {
+			l.lasts = make([]*failure.Error, n)
+		}
+		l.lasts[i] = f
+		l.spent = true
+	}
+}
+
+// revisit makes the further passes of Do over the members marked in
+// l.again, after a pass ended with last as its latest failure.
+func (l *loop) revisit(members []*member, fellBack bool, last *failure.Error) (Result, error) {
+	res := &l.res
+	for l.spent && res.n < l.limit {
+		marked := l.again
+		l.again, l.spent = 0, false
+		before := res.n
+		for i, m := range members {
+			if i >= 64 || marked&(1<<uint(i)) == 0 {
+				continue
+			}
+			out, f := l.deployment(m, l.lasts[i])
+			if out == served {
+				res.Deployment = &m.d
+				res.Degraded = fellBack || i > 0
+				return *res, nil
+			}
+			if f != nil {
+				last = f
+			}
+			switch out {
+			case stop:
+				return *res, f
+			case spent, refused:
+				l.mark(i, len(members), f, out == spent)
+			}
+		}
+		if res.n == before { // nothing admitted the call
+			break
+		}
 	}
 	return *res, last
 }
@@ -193,6 +265,11 @@ const (
 	served outcome = iota
 	next
 	stop
+	// spent: left with a transient failure that could be retried there
+	// later (its attempts used up, or its retry budget refusing).
+	spent
+	// refused: its breaker refused the first attempt, or Skip passed over it.
+	refused
 )
 
 // loop is the state of one Do call.
@@ -202,12 +279,22 @@ type loop struct {
 	call  func(context.Context, *Deployment) error
 	res   Result
 	limit int
+	// again has bit i set when member i of the current chain is to be
+	// revisited; lasts[i] is the failure it was left with (nil before it
+	// made an attempt; lasts is nil until a member is left spent). spent
+	// is true when a member was left spent in the current pass.
+	again uint64
+	lasts []*failure.Error
+	spent bool
 }
 
 // deployment makes the attempts on m: the first, and retries while the
 // policy, the retry budget, the breaker, the attempt budget and the deadline
-// allow. It returns the failure to report unless served.
-func (l *loop) deployment(m *member) (outcome, *failure.Error) {
+// allow. prev is nil on a first visit; on a revisit it is the failure m was
+// left with, and the first attempt is a retry after it (or, when prev is
+// nil on a revisit, a first attempt). It returns the failure to report
+// unless served.
+func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Error) {
 	var last *failure.Error
 	var wait time.Duration
 	begun := false    // m.budget counts this call as a request in flight
@@ -220,6 +307,30 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 			m.budget.End()
 		}
 	}()
+	if prev != nil {
+		if l.res.n >= l.limit {
+			return stop, prev
+		}
+		if m.b.State() == breaker.Open {
+			l.res.refuse(m.d.Name)
+			return refused, nil
+		}
+		d := l.r.policy.Decide(1, prev, l.r.rand(), l.left())
+		if d.Action != retry.Retry {
+			return stop, d.Failure
+		}
+		wait = d.Wait
+		if err := retry.Sleep(l.ctx, wait); err != nil {
+			return stop, contextFailure(err, prev)
+		}
+		m.budget.Begin()
+		begun = true
+		if !m.budget.TryRetry() {
+			return spent, prev
+		}
+		retrying = true
+		last = prev
+	}
 	for try := 1; ; try++ {
 		if l.res.n >= l.limit {
 			return stop, last
@@ -229,13 +340,13 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 		}
 		if try == 1 && l.r.skip != nil && l.r.skip(&m.d) {
 			l.res.refuse(m.d.Name)
-			return next, nil
+			return refused, nil
 		}
 		ticket, err := m.b.Allow()
 		if err != nil {
 			if try == 1 {
 				l.res.refuse(m.d.Name)
-				return next, nil
+				return refused, nil
 			}
 			return next, last // our own failures opened it
 		}
@@ -259,6 +370,8 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 		d := l.r.policy.Decide(try, f, l.r.rand(), l.left())
 		last = d.Failure
 		switch {
+		case d.Action == retry.Next && retryable(d.Failure):
+			return spent, last
 		case d.Action == retry.Next:
 			return next, last
 		case d.Action == retry.Stop:
@@ -279,10 +392,17 @@ func (l *loop) deployment(m *member) (outcome, *failure.Error) {
 		// fail) do, and are refused.
 		if !m.budget.TryRetry() {
 			l.res.lastAttempt().RetryRefused = true
-			return next, last
+			return spent, last
 		}
 		retrying = true
 	}
+}
+
+// retryable reports whether f, a failure the chain moved on after, could be
+// retried on its deployment later: transient, and the server did not say
+// not to retry.
+func retryable(f *failure.Error) bool {
+	return f.Kind == failure.Transient && !f.NoRetry
 }
 
 // healthKind is what a failed attempt tells the deployment's breaker. A

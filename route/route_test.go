@@ -535,3 +535,110 @@ func TestSkipDisabledDeployment(t *testing.T) {
 		t.Errorf("every deployment disabled: %v, want circuit_open", err)
 	}
 }
+
+// pairConfig is testConfig with alias "pair" = a, b, 3 attempts per
+// deployment and a chain budget of limit attempts.
+func pairConfig(limit int) Config {
+	cfg := testConfig()
+	cfg.Aliases = append(cfg.Aliases, Alias{Name: "pair", Deployments: []string{"a", "b"}})
+	cfg.MaxAttempts = limit
+	return cfg
+}
+
+func repeat(f *failure.Error, n int) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = f
+	}
+	return out
+}
+
+func TestRevisit(t *testing.T) {
+	sec := time.Second
+	tests := []struct {
+		name   string
+		limit  int
+		errs   map[string][]error
+		calls  string
+		served string // "" for failure
+		waits  []time.Duration
+	}{
+		{name: "both spent: back to a with the attempts left",
+			limit: 8, errs: map[string][]error{"a": repeat(fail(failure.Overloaded), 4), "b": repeat(fail(failure.ServerError), 3)},
+			calls: "a,a,a,b,b,b,a,a", served: "a", waits: []time.Duration{0, sec, 2 * sec, 0, sec, 2 * sec, sec, sec}},
+		{name: "revisit starts with the server's retry-after",
+			limit: 7, errs: map[string][]error{"a": {fail(failure.Overloaded), fail(failure.Overloaded), retryAfter(5 * sec)}, "b": repeat(fail(failure.Timeout), 3)},
+			calls: "a,a,a,b,b,b,a", served: "a", waits: []time.Duration{0, sec, 2 * sec, 0, sec, 2 * sec, 5 * sec}},
+		{name: "the chain budget ends the revisits",
+			limit: 7, errs: map[string][]error{"a": repeat(fail(failure.Overloaded), 9), "b": repeat(fail(failure.ServerError), 9)},
+			calls: "a,a,a,b,b,b,a", waits: []time.Duration{0, sec, 2 * sec, 0, sec, 2 * sec, sec}},
+		{name: "a deployment left degraded is not revisited",
+			limit: 8, errs: map[string][]error{"a": {fail(failure.QuotaExhausted)}, "b": repeat(fail(failure.ServerError), 5)},
+			calls: "a,b,b,b,b,b,b", served: "b", waits: []time.Duration{0, 0, sec, 2 * sec, sec, sec, 2 * sec}},
+		{name: "x-should-retry false is not revisited",
+			limit: 8, errs: map[string][]error{"a": {noRetry()}, "b": repeat(fail(failure.ServerError), 3), "c": nil},
+			calls: "a,b,b,b,b", served: "b", waits: []time.Duration{0, 0, sec, 2 * sec, sec}},
+		{name: "the default budget leaves nothing to revisit",
+			limit: 0, errs: map[string][]error{"a": repeat(fail(failure.Overloaded), 9), "b": repeat(fail(failure.ServerError), 9)},
+			calls: "a,a,a,b", waits: []time.Duration{0, sec, 2 * sec, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := mustRouter(t, pairConfig(tt.limit))
+				s := &script{errs: tt.errs}
+				res, err := r.Do(t.Context(), "pair", s.call)
+				if s.String() != tt.calls {
+					t.Errorf("calls = %s, want %s", s, tt.calls)
+				}
+				if got := waits(&res); !slices_equal(got, tt.waits) {
+					t.Errorf("waits = %v, want %v", got, tt.waits)
+				}
+				switch {
+				case tt.served != "" && (err != nil || res.Deployment == nil || res.Deployment.Name != tt.served):
+					t.Errorf("Do = %v, %v; want served by %s", res.Deployment, err, tt.served)
+				case tt.served == "" && (err == nil || !errors.Is(err, failure.Transient)):
+					t.Errorf("Do = %v, %v; want the last transient failure", res.Deployment, err)
+				}
+				if tt.served != "" && res.Degraded != (tt.served != "a") {
+					t.Errorf("Degraded = %v for a call served by %s", res.Degraded, tt.served)
+				}
+			})
+		})
+	}
+}
+
+// A deployment whose breaker is open does not cut a call's attempts to the
+// other deployment's Retry.MaxAttempts: the chain's budget is spent there.
+func TestRevisitPastOpenBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := pairConfig(6)
+		cfg.Breaker = breaker.Settings{ConsecutiveFailures: 1, OpenFor: time.Hour}
+		r := mustRouter(t, cfg)
+		tk, _ := r.Breaker("a").Allow()
+		tk.Done(fail(failure.ServerError))
+		s := &script{errs: map[string][]error{"b": {retryAfter(time.Second), retryAfter(time.Second), retryAfter(time.Second), retryAfter(time.Second), retryAfter(time.Second)}}}
+		res, err := r.Do(t.Context(), "pair", s.call)
+		if err != nil || s.String() != "b,b,b,b,b,b" || !res.Degraded {
+			t.Fatalf("calls = %s, err = %v, degraded %v; want six calls to b, served", s, err, res.Degraded)
+		}
+		if got := strings.Join(res.Refused(), ","); got != "a,a" {
+			t.Errorf("Refused = %s, want a on each pass", got)
+		}
+	})
+}
+
+// A chain of one deployment is never revisited: Retry.MaxAttempts is its
+// whole budget, whatever the chain's.
+func TestNoRevisitOfOneDeployment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.MaxAttempts = 10
+		r := mustRouter(t, cfg)
+		s := &script{errs: map[string][]error{"big": repeat(fail(failure.ServerError), 9)}}
+		_, err := r.Do(t.Context(), "long", s.call)
+		if s.String() != "big,big,big" || !errors.Is(err, failure.ServerError) {
+			t.Fatalf("calls = %s, err = %v; want three calls and the server error", s, err)
+		}
+	})
+}
