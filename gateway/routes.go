@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/belay-run/belay/store"
@@ -115,13 +117,23 @@ const readyProbe = "belay/readyz-probe"
 // does not exist: a no-op DELETE, which still takes the write lock, so a
 // locked or read-only SQLite file or a dead PostgreSQL connection is not
 // ready); 503 otherwise, with the store's error in the log, not the body.
+// The answer comes within the 2s even when the store does not heed its
+// context (SQLite's busy handler waits out its own timeout on a file that
+// another process locked): probes run in the background, one at a time,
+// and a request that finds one running waits for its result.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if s.store != nil {
-		ctx, cancel := contextWithTimeout(r, 2*time.Second)
-		defer cancel()
-		_, err := s.store.ListKills(ctx)
-		if err == nil {
-			err = s.store.ClearKill(ctx, store.KillRun, readyProbe)
+		timer := time.NewTimer(readyWithin)
+		defer timer.Stop()
+		pr := s.probe.start(s)
+		var err error
+		select {
+		case <-pr.done:
+			err = pr.err
+		case <-timer.C:
+			err = fmt.Errorf("the store did not answer within %v", readyWithin)
+		case <-r.Context().Done():
+			return
 		}
 		if err != nil {
 			s.log.LogAttrs(r.Context(), slog.LevelWarn, "readyz: store unavailable", slogErr(err))
@@ -131,6 +143,49 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// readyWithin bounds /readyz's answer.
+const readyWithin = 2 * time.Second
+
+// readiness runs /readyz's store probes, one at a time. The zero value is
+// ready for use.
+type readiness struct {
+	mu  sync.Mutex
+	cur *probeRun // in flight or the last one; nil before the first
+}
+
+// probeRun is one store probe; err is set before done is closed.
+type probeRun struct {
+	done chan struct{}
+	err  error
+}
+
+// start returns a probe that began no earlier than now: the one in
+// flight, or a new one.
+func (p *readiness) start(s *Server) *probeRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur != nil {
+		select {
+		case <-p.cur.done:
+		default:
+			return p.cur // in flight: its answer is fresh enough
+		}
+	}
+	pr := &probeRun{done: make(chan struct{})}
+	p.cur = pr
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+		defer cancel()
+		_, err := s.store.ListKills(ctx)
+		if err == nil {
+			err = s.store.ClearKill(ctx, store.KillRun, readyProbe)
+		}
+		pr.err = err
+		close(pr.done)
+	}()
+	return pr
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -92,6 +92,8 @@ type Server struct {
 	aliases map[aliasKey]string
 	// unpriced: Deps.Unpriced.
 	unpriced map[string]bool
+	// probe runs /readyz's store probes.
+	probe readiness
 }
 
 type aliasKey struct {
