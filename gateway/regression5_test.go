@@ -59,7 +59,7 @@ func TestReview3bMemberCasingRefused(t *testing.T) {
 		t.Errorf("anthropic: error %v, want the member named", err)
 	}
 	// Members belay does not decode are the provider's to judge, whatever their case.
-	if _, err := (openAIFront{}).parse([]byte(`{"model":"m","Temperature":1,"messages":[{"role":"user","content":"hi"}]}`)); err != nil {
+	if _, err := (openAIFront{}).parse([]byte(`{"model":"m","Logit_Bias":{"50256":-100},"messages":[{"role":"user","content":"hi"}]}`)); err != nil {
 		t.Errorf("an unknown member: %v", err)
 	}
 }

@@ -50,3 +50,31 @@ func TestRegression_ReservationCountsResponseFormatSchema(t *testing.T) {
 		t.Errorf("upstream calls = %d, want 0", n)
 	}
 }
+
+// Adversary of session 8: a wrong-typed content was forwarded upstream.
+// It is refused before any upstream call, in the caller's dialect, with
+// x-should-retry: false.
+func TestRegression_WrongTypedContentRefused(t *testing.T) {
+	var calls atomic.Int64
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		fmt.Fprintf(w, okCompletion, 10, 5)
+	})
+	g := newGW(t, oneAlias("", openAIDep("mini", "gpt-4o-mini", up.URL),
+		"{name: a, provider: anthropic, model: claude-sonnet-4-5, base_url: \""+up.URL+"\", api_key: k}"), nil)
+	for _, tc := range []struct{ path, body, typ, msg string }{
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":123}]}`, "invalid_request_error",
+			"messages[0].content: must be a string or an array of content parts, not number"},
+		{"/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":5}]}]}`, "invalid_request_error",
+			"messages.0.content.0.text: must be a string, not number"},
+	} {
+		resp, body := g.do("POST", tc.path, tc.body)
+		typ, _, msg := decodeError(t, body)
+		if resp.StatusCode != 400 || typ != tc.typ || msg != tc.msg || resp.Header.Get("X-Should-Retry") != "false" {
+			t.Errorf("%s: %d %v %s", tc.path, resp.StatusCode, resp.Header, body)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("upstream saw %d calls, want none", n)
+	}
+}

@@ -160,3 +160,36 @@ func TestPromptEstimateOfOrdinaryRequests(t *testing.T) {
 		}
 	}
 }
+
+// Adversary of session 8: a wrong-typed content, block, system or option
+// was forwarded to the provider. Each is refused with the field named as
+// Anthropic names it.
+func TestWrongTypesRefused(t *testing.T) {
+	msg := func(content string) string {
+		return `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":` + content + `}]}`
+	}
+	for _, tc := range []struct{ body, want string }{
+		{msg(`123`), "messages.0.content: must be a string or an array of content parts, not number"},
+		{msg(`[{"type":"text","text":"a"},{"type":"text","text":false}]`), "messages.0.content.1.text: must be a string, not bool"},
+		{msg(`[{"text":"hi"}]`), "messages.0.content.0.type: is required"},
+		{`{"model":"m","max_tokens":5,"system":7,"messages":[{"role":"user","content":"hi"}]}`, "system: must be a string or an array of content parts, not number"},
+		{`{"model":"m","max_tokens":5,"system":[{"type":"text","text":[]}],"messages":[{"role":"user","content":"hi"}]}`, "system.0.text: must be a string, not array"},
+		{`{"model":"m","max_tokens":5,"temperature":"hot","messages":[{"role":"user","content":"hi"}]}`, "temperature: must be a number, not string"},
+		{`{"model":"m","max_tokens":5,"top_k":"3","messages":[{"role":"user","content":"hi"}]}`, "top_k: must be an integer, not string"},
+		{`{"model":"m","max_tokens":5,"stop_sequences":"x","messages":[{"role":"user","content":"hi"}]}`, "stop_sequences: must be an array, not string"},
+	} {
+		_, err := anthropic.ParseRequest([]byte(tc.body))
+		if fe := dialect.AsFieldError(err); fe == nil || err.Error() != tc.want {
+			t.Errorf("%s: err = %v, want %q", tc.body, err, tc.want)
+		}
+	}
+	for _, body := range []string{
+		msg(`[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}}]`),
+		msg(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"ok"}]}]`),
+		`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}}],"temperature":1,"top_k":3,"stop_sequences":["x"],"messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		if _, err := anthropic.ParseRequest([]byte(body)); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}

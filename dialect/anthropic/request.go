@@ -30,6 +30,14 @@ type Request struct {
 	Stream     bool            `json:"stream,omitempty"`
 	MaxTokens  *int64          `json:"max_tokens,omitempty"`
 
+	// Options belay does not read, declared so that a value of the wrong
+	// type is refused with a 400 naming the field, as Anthropic refuses
+	// it, before any upstream call.
+	Temperature   *float64 `json:"temperature,omitempty"`
+	TopP          *float64 `json:"top_p,omitempty"`
+	TopK          *int64   `json:"top_k,omitempty"`
+	StopSequences []string `json:"stop_sequences,omitempty"`
+
 	Raw json.RawMessage `json:"-"`
 }
 
@@ -149,7 +157,8 @@ var requestFields = dialect.FieldsOf(reflect.TypeFor[Request]())
 
 // Validate checks what belay relies on and what the Messages API requires
 // of every request: model, max_tokens >= 1, a non-empty messages array with
-// roles user or assistant and content present, and named tools. It returns a
+// roles user or assistant and content present, a string or an array of
+// typed blocks (as is system; see dialect.CheckContent), and named tools. It returns a
 // *dialect.FieldError for the first problem ("messages.1.role" style paths
 // as Anthropic writes them). It does not check what only the provider can.
 func (r *Request) Validate() error {
@@ -172,6 +181,14 @@ func (r *Request) Validate() error {
 		if c := bytes.TrimSpace(m.Content); len(c) == 0 || string(c) == "null" {
 			return dialect.Field(fmt.Sprintf("messages.%d.content", i), "is required")
 		}
+		if fe := dialect.CheckContent(m.Content, ".%d", false); fe != nil {
+			fe.Field = fmt.Sprintf("messages.%d.content", i) + fe.Field
+			return fe
+		}
+	}
+	if fe := dialect.CheckContent(r.System, ".%d", true); fe != nil {
+		fe.Field = "system" + fe.Field
+		return fe
 	}
 	for i, t := range r.Tools {
 		if t.Name == "" {

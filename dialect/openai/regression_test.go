@@ -3,11 +3,13 @@ package openai_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/internal/fixture"
 )
 
@@ -149,6 +151,49 @@ func TestPromptEstimateOfOrdinaryRequests(t *testing.T) {
 		}
 		if got := openai.EstimatePromptTokens(r); got != tc.want {
 			t.Errorf("%.60s...: estimate %d, want %d", tc.body, got, tc.want)
+		}
+	}
+}
+
+// Adversary of session 8: a wrong-typed content, part or option was
+// forwarded to the provider. Each is refused with the field named.
+func TestWrongTypesRefused(t *testing.T) {
+	msg := func(content string) string {
+		return `{"model":"m","messages":[{"role":"user","content":` + content + `}]}`
+	}
+	for _, tc := range []struct{ body, want string }{
+		{msg(`123`), "messages[0].content: must be a string or an array of content parts, not number"},
+		{msg(`{"text":"hi"}`), "messages[0].content: must be a string or an array of content parts, not object"},
+		{msg(`null`), "messages[0].content: must be a string or an array of content parts, not null"},
+		{msg(`[{"type":"text","text":"a"},{"type":"text","text":5}]`), "messages[0].content[1].text: must be a string, not number"},
+		{msg(`[{"type":"text"}]`), "messages[0].content[0].text: is required for a text part"},
+		{msg(`["hi"]`), "messages[0].content[0]: must be an object, not string"},
+		{msg(`[{"text":"hi"}]`), "messages[0].content[0].type: is required"},
+		{msg(`[{"type":1}]`), "messages[0].content[0].type: must be a string, not number"},
+		{`{"model":"m","temperature":"hot","messages":[{"role":"user","content":"hi"}]}`, "temperature: must be a number, not string"},
+		{`{"model":"m","seed":1.5,"messages":[{"role":"user","content":"hi"}]}`, "seed: must be an integer, not number 1.5"},
+		{`{"model":"m","parallel_tool_calls":"yes","messages":[{"role":"user","content":"hi"}]}`, "parallel_tool_calls: must be a boolean, not string"},
+		{`{"model":"m","stop":5,"messages":[{"role":"user","content":"hi"}]}`, "stop: must be a string or an array of strings"},
+		{`{"model":"m","stop":["a",1],"messages":[{"role":"user","content":"hi"}]}`, "stop: must be a string or an array of strings"},
+	} {
+		_, err := openai.ParseRequest([]byte(tc.body))
+		if err == nil || err.Error() != tc.want || !errors.Is(err, failure.InvalidRequest) {
+			t.Errorf("%s: err = %v, want %q", tc.body, err, tc.want)
+		}
+	}
+	// What the API accepts still parses: null content of an assistant
+	// message with tool calls, parts of other types unchecked, stop as a
+	// string, an array or null.
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}]}`,
+		msg(`[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]`),
+		msg(`[]`),
+		`{"model":"m","stop":"x","temperature":0.2,"seed":7,"user":"u","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","stop":["x","y"],"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","stop":null,"messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		if _, err := openai.ParseRequest([]byte(body)); err != nil {
+			t.Errorf("%s: %v", body, err)
 		}
 	}
 }

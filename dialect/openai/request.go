@@ -37,6 +37,21 @@ type Request struct {
 	// to the output limit.
 	N *int64 `json:"n,omitempty"`
 
+	// Options belay does not read, declared so that a value of the wrong
+	// type is refused with a 400 naming the field, as OpenAI refuses it,
+	// before any upstream call. Stop is a string, an array of strings or
+	// null.
+	Temperature       *float64        `json:"temperature,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	PresencePenalty   *float64        `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty,omitempty"`
+	Seed              *int64          `json:"seed,omitempty"`
+	Logprobs          *bool           `json:"logprobs,omitempty"`
+	TopLogprobs       *int64          `json:"top_logprobs,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	User              *string         `json:"user,omitempty"`
+	Stop              json.RawMessage `json:"stop,omitempty"`
+
 	Raw json.RawMessage `json:"-"`
 }
 
@@ -201,8 +216,10 @@ var requestFields = dialect.FieldsOf(reflect.TypeFor[Request]())
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
 // Validate checks what belay relies on: a model, a non-empty messages array
-// whose roles are known, tool messages with a tool_call_id, function tools
-// with names, and non-negative token limits. It returns a *dialect.FieldError
+// whose roles are known and whose contents are strings or arrays of typed
+// parts (null only for an assistant message; see dialect.CheckContent),
+// tool messages with a tool_call_id, function tools with names, positive
+// token limits, n in range and stop a string or an array of strings. It returns a *dialect.FieldError
 // for the first problem, naming the field as OpenAI does ("messages[1].role").
 // It does not check what only the provider can (model names, context size).
 func (r *Request) Validate() error {
@@ -221,6 +238,13 @@ func (r *Request) Validate() error {
 		case m.Role == "tool" && m.ToolCallID == "":
 			return dialect.Field(fmt.Sprintf("messages[%d].tool_call_id", i), "is required for a tool message")
 		}
+		if fe := dialect.CheckContent(m.Content, "[%d]", m.Role == "assistant"); fe != nil {
+			fe.Field = fmt.Sprintf("messages[%d].content", i) + fe.Field
+			return fe
+		}
+	}
+	if err := checkStop(r.Stop); err != nil {
+		return err
 	}
 	for i, t := range r.Tools {
 		if t.Type == "function" && t.Function.Name == "" {
@@ -235,6 +259,22 @@ func (r *Request) Validate() error {
 	}
 	if r.N != nil && (*r.N < 1 || *r.N > MaxChoices) {
 		return dialect.Field("n", "must be between 1 and %d; got %d", MaxChoices, *r.N)
+	}
+	return nil
+}
+
+// checkStop checks stop: absent, null, a string or an array of strings.
+func checkStop(stop json.RawMessage) error {
+	s := bytes.TrimSpace(stop)
+	if len(s) == 0 || s[0] == '"' || s[0] == 'n' {
+		return nil
+	}
+	if s[0] != '[' {
+		return dialect.Field("stop", "must be a string or an array of strings")
+	}
+	var all []string
+	if err := json.Unmarshal(s, &all); err != nil {
+		return dialect.Field("stop", "must be a string or an array of strings")
 	}
 	return nil
 }
