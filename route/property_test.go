@@ -109,6 +109,13 @@ func TestPropertyNeverWaitsPastDeadline(t *testing.T) {
 			if (err == nil) != (res.Deployment != nil) {
 				t.Errorf("case %d: err %v with deployment %v", i, err, res.Deployment)
 			}
+			// Every Begin and TryRetry of the retry budgets, revisits
+			// included, was matched by its End and DoneRetry.
+			for name, m := range r.deployments {
+				if req, ret := m.budget.InFlight(); req != 0 || ret != 0 {
+					t.Errorf("case %d: %s's retry budget holds %d requests and %d retries after Do returned", i, name, req, ret)
+				}
+			}
 		})
 	}
 }

@@ -69,7 +69,7 @@ func main() {
 	flag.BoolVar(&o.portkey, "portkey", true, "install and measure Portkey's gateway "+portkeyVersion+" if npm can")
 	flag.DurationVar(&o.portkeyWait, "portkey-install-timeout", 120*time.Second, "the one npm install attempt's time limit")
 	flag.StringVar(&o.store, "store", "", "diagnostic: the store URL of the belay under measurement instead of SQLite (memory://); the goals need the default")
-	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 10, failure_rate: 0.8, as YAML (\"consecutive_failures: 20, failure_rate: 0.9\")")
+	flag.StringVar(&o.simBreaker, "sim-breaker", "", "diagnostic: the reliability config's breaker settings instead of consecutive_failures: 20, failure_rate: 0.8, as YAML (\"consecutive_failures: 10, failure_rate: 0.9\")")
 	flag.StringVar(&o.simRetry, "sim-retry", "", "diagnostic: retry settings for the reliability config, as YAML (\"budget_ratio: 1\"); default \"max_attempts: 8, chain_max_attempts: 16, budget_ratio: 0.5\"")
 	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "diagnostic: write each belay process's CPU profile to DIR/NAME.cpu (go tool pprof)")
 	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential latency and time to first token (direct, proxy, belay) and print them; no goals")
@@ -333,7 +333,8 @@ func breakerYAML(s string) string {
 		// Storm deployments fail a third of their attempts and still serve;
 		// a breaker that trips at a 50% failure rate over a window cuts
 		// them off now and then, so the storm config trips at 80% (a
-		// deployment that is down still trips on 10 failures in a row).
+		// deployment that is down still trips on breakerThreshold
+		// failures in a row).
 		return fmt.Sprintf("consecutive_failures: %d, failure_rate: 0.8", breakerThreshold)
 	}
 	return s
