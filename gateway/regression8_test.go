@@ -78,3 +78,33 @@ func TestRegression_WrongTypedContentRefused(t *testing.T) {
 		t.Errorf("upstream saw %d calls, want none", n)
 	}
 }
+
+// Newcomer of session 9: with every breaker open, the 503 named the alias
+// by the gateway's internal chain name ("openai:smart"); it names the
+// alias the client asked for.
+func TestRegression_AllOpenNamesTheClientsAlias(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`)
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1, open_for: 1h}
+models:
+  - alias: smart
+    deployments:
+      - `+openAIDep("d", "gpt-4o-mini", up.URL)+`
+`, nil)
+	smart := `{"model":"smart","messages":[{"role":"user","content":"hi"}]}`
+	if resp, body := g.do("POST", "/v1/chat/completions", smart); resp.StatusCode != 500 {
+		t.Fatalf("first call: %d %s; want the upstream's 500", resp.StatusCode, body)
+	}
+	resp, body := g.do("POST", "/v1/chat/completions", smart)
+	_, code, msg := decodeError(t, body)
+	want := `route: alias "smart": its deployment's breaker is open (or the deployment is disabled)`
+	if resp.StatusCode != 503 || code != "circuit_open" || msg != want {
+		t.Fatalf("%d %s; want 503 circuit_open: %s", resp.StatusCode, body, want)
+	}
+}

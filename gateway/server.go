@@ -272,7 +272,7 @@ func routeConfig(cfg *config.Config) (route.Config, map[aliasKey]string, []model
 		}
 		for _, dl := range order {
 			name := dl + ":" + m.Alias
-			rc.Aliases = append(rc.Aliases, route.Alias{Name: name, Deployments: byDialect[dl]})
+			rc.Aliases = append(rc.Aliases, route.Alias{Name: name, DisplayName: m.Alias, Deployments: byDialect[dl]})
 			aliases[aliasKey{failure.Dialect(dl), m.Alias}] = name
 		}
 		models = append(models, modelInfo{alias: m.Alias, dialects: order})

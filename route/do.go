@@ -254,9 +254,11 @@ func (c *chain) fallbackFor(f *failure.Error) []*member {
 
 // allOpenError is the failure for an alias whose every breaker refused.
 func allOpenError(alias string, n int) *failure.Error {
-	return &failure.Error{Kind: failure.Degraded, Reason: failure.CircuitOpen,
-		Message: fmt.Sprintf("route: alias %q: all %d deployments' breakers are open (or the deployments are disabled)", alias, n),
-		Cause:   breaker.ErrOpen}
+	msg := fmt.Sprintf("route: alias %q: all %d deployments' breakers are open (or the deployments are disabled)", alias, n)
+	if n == 1 {
+		msg = fmt.Sprintf("route: alias %q: its deployment's breaker is open (or the deployment is disabled)", alias)
+	}
+	return &failure.Error{Kind: failure.Degraded, Reason: failure.CircuitOpen, Message: msg, Cause: breaker.ErrOpen}
 }
 
 type outcome uint8

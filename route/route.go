@@ -10,6 +10,7 @@
 package route
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -45,6 +46,11 @@ func (d Deployment) String() string {
 // of deployments behind it.
 type Alias struct {
 	Name string
+	// DisplayName is the alias as callers know it, for failure messages;
+	// empty means Name. (The gateway routes one alias as one chain per
+	// dialect, named "openai:smart" and so on; its clients asked for
+	// "smart".)
+	DisplayName string
 	// Deployments names the chain in order; at least one.
 	Deployments []string
 	// ContextWindowFallback names deployments or aliases (expanded to their
@@ -214,7 +220,7 @@ func (r *Router) addAliases(aliases []Alias) error {
 		case len(a.Deployments) == 0:
 			return fmt.Errorf("%s.deployments is empty; want at least one", field)
 		}
-		c := &chain{name: a.Name, errAllOpen: allOpenError(a.Name, len(a.Deployments))}
+		c := &chain{name: a.Name, errAllOpen: allOpenError(cmp.Or(a.DisplayName, a.Name), len(a.Deployments))}
 		for j, name := range a.Deployments {
 			m := r.deployments[name]
 			if m == nil {
