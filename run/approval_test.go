@@ -175,3 +175,42 @@ func TestQueueApprover(t *testing.T) {
 		})
 	})
 }
+
+// Newcomer of session 9: an irreversible call repeated with the same
+// arguments in a run put a second approval to a human, although it would
+// only replay the stored result. A completed key replays without asking;
+// a failed-and-stored one likewise.
+func TestReplayNeedsNoApproval(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.Approver = refundRules()
+		c.Policy = Policy{Irreversible: []string{"issue_refund"}}
+	})
+	ctx := context.Background()
+	r := f.start(t, Spec{Tenant: "acme"})
+	var e effect
+	args := json.RawMessage(`{"amount": 40, "currency": "usd", "order": "o-1"}`)
+	for i := range 2 {
+		res, err := r.Tool(ctx, ToolCall{Name: "issue_refund", Arguments: args}, e.fn(`{"refunded":40}`, nil))
+		if err != nil || string(res) != `{"refunded":40}` {
+			t.Fatalf("call %d: %s %v", i, res, err)
+		}
+	}
+	if e.n.Load() != 1 {
+		t.Errorf("effect ran %d times, want once", e.n.Load())
+	}
+	if all, _ := f.st.ListApprovals(ctx, ""); len(all) != 1 {
+		t.Errorf("%d approvals asked, want 1: %+v", len(all), all)
+	}
+	ts := f.sink.byKind(trace.KindTool)
+	if len(ts) != 2 || ts[1].Attrs[trace.AttrToolOutcome] != trace.ToolReplayed || ts[1].Attrs[trace.AttrApproval] != nil {
+		t.Fatalf("tool spans %+v; want the second replayed with no approval", ts)
+	}
+	// Arguments that differ are another call: asked again.
+	other := json.RawMessage(`{"amount": 41, "currency": "usd", "order": "o-1"}`)
+	if _, err := r.Tool(ctx, ToolCall{Name: "issue_refund", Arguments: other}, e.fn(`{"refunded":41}`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := f.st.ListApprovals(ctx, ""); len(all) != 2 || e.n.Load() != 2 {
+		t.Errorf("%d approvals, %d effects after a new call; want 2 and 2", len(all), e.n.Load())
+	}
+}

@@ -104,6 +104,8 @@ func canonicalJSON(b json.RawMessage) []byte {
 //     disabled tool fails fast with Fatal ToolDisabled); time is left.
 //  2. approval: a tool matching Policy.Irreversible waits for the
 //     Approver; denied or expired (or no approver) is Fatal ApprovalDenied.
+//     A call whose key already holds a completed result is not put to
+//     the Approver again: it replays the result (step 3) at once.
 //  3. idempotency: the key is claimed. Completed: the stored result is
 //     returned (a stored failure as *ToolError with Replayed) and fn does
 //     not run. In flight under a live owner: a Transient error wrapping
@@ -162,7 +164,20 @@ func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Conte
 
 func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.RawMessage, error), attrs map[string]any) (json.RawMessage, error) {
 	ctx := a.ctx
+	key := call.IdempotencyKey
+	if key == "" {
+		key = IdempotencyKey(r.id, call.Name, call.Arguments)
+	}
+	attrs[trace.AttrIdempotency] = key
+	st, owner, lease := r.m.st, r.m.owner, r.m.cfg.IdempotencyLease
 	if r.m.cfg.Policy.NeedsApproval(call.Name) {
+		// A call whose effect already happened under its key only
+		// replays the stored result: no one is asked again.
+		if c, err := st.Lookup(ctx, key, r.m.now()); err == nil && c.State == store.ClaimCompleted {
+			attrs["belay.idempotency.state"] = string(c.State)
+			attrs[trace.AttrToolOutcome] = trace.ToolReplayed
+			return replay(call.Name, c)
+		}
 		ap, err := r.approve(ctx, call)
 		if err != nil {
 			return nil, a.cause(err)
@@ -178,12 +193,6 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 			return nil, refusal(failure.ApprovalDenied, "%s", denial(call.Name, ap))
 		}
 	}
-	key := call.IdempotencyKey
-	if key == "" {
-		key = IdempotencyKey(r.id, call.Name, call.Arguments)
-	}
-	attrs[trace.AttrIdempotency] = key
-	st, owner, lease := r.m.st, r.m.owner, r.m.cfg.IdempotencyLease
 	c, err := st.Claim(ctx, key, owner, lease, r.m.now())
 	if err != nil {
 		return nil, a.cause(fmt.Errorf("run: claim %s: %w", key, err))

@@ -175,6 +175,9 @@ type Idempotency interface {
 	// Claim takes key for owner with a lease until now+lease if it is free,
 	// and otherwise reports what holds it.
 	Claim(ctx context.Context, key, owner string, lease time.Duration, now time.Time) (Claim, error)
+	// Lookup reports key's state at now, as Claim reports a key it does
+	// not take, without taking it: ErrNotFound when no record holds it.
+	Lookup(ctx context.Context, key string, now time.Time) (Claim, error)
 	// TakeOver takes an expired key for owner (for tools declared safe to
 	// repeat); it is ErrConflict if the key is not expired.
 	TakeOver(ctx context.Context, key, owner string, lease time.Duration, now time.Time) (Claim, error)

@@ -52,6 +52,19 @@ func (s *Store) Claim(_ context.Context, key, owner string, lease time.Duration,
 	return store.Claim{Key: key, State: store.ClaimNew, Owner: owner, LeaseEnd: r.leaseEnd}, nil
 }
 
+// Lookup reports key's state at now without taking it;
+// store.ErrNotFound when no record holds it.
+func (s *Store) Lookup(_ context.Context, key string, now time.Time) (store.Claim, error) {
+	if err := s.lock(); err != nil {
+		return store.Claim{}, err
+	}
+	defer s.mu.Unlock()
+	if r, ok := s.idem[key]; ok {
+		return r.claim(key, now), nil
+	}
+	return store.Claim{}, fmt.Errorf("%w: idempotency key %q", store.ErrNotFound, key)
+}
+
 // TakeOver takes an expired key for owner; a key that is not expired, or
 // is absent, is store.ErrConflict.
 func (s *Store) TakeOver(_ context.Context, key, owner string, lease time.Duration, now time.Time) (store.Claim, error) {

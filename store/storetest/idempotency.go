@@ -22,7 +22,22 @@ func testIdempotency(t *testing.T, s store.Store) {
 		return c
 	}
 
+	lookup := func(key string, now time.Time, want store.ClaimState, wantOwner string) store.Claim {
+		t.Helper()
+		c, err := s.Lookup(ctx, key, now)
+		must(t, err)
+		if c.State != want || c.Owner != wantOwner || c.Key != key {
+			t.Fatalf("Lookup(%s) = %+v, want state %s owner %s", key, c, want, wantOwner)
+		}
+		return c
+	}
+	// Lookup never takes a key.
+	if _, err := s.Lookup(ctx, "k1", at(0)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Lookup of an unheld key: got %v, want ErrNotFound", err)
+	}
 	c := claim("k1", "A", at(0), store.ClaimNew, "A")
+	lookup("k1", at(time.Second), store.ClaimInFlight, "A")
+	lookup("k1", at(2*time.Minute), store.ClaimExpired, "A")
 	if !c.LeaseEnd.Equal(at(time.Minute)) {
 		t.Errorf("LeaseEnd = %v, want %v", c.LeaseEnd, at(time.Minute))
 	}
@@ -40,6 +55,9 @@ func testIdempotency(t *testing.T, s store.Store) {
 	c = claim("k1", "B", at(time.Hour), store.ClaimCompleted, "A")
 	if !bytes.Equal(c.Result, []byte(`{"refund":"r_123"}`)) || c.IsError {
 		t.Errorf("completed claim result = %q isError %v", c.Result, c.IsError)
+	}
+	if c = lookup("k1", at(time.Hour), store.ClaimCompleted, "A"); !bytes.Equal(c.Result, []byte(`{"refund":"r_123"}`)) || c.IsError {
+		t.Errorf("completed lookup result = %q isError %v", c.Result, c.IsError)
 	}
 	if err := s.Complete(ctx, "k1", "A", []byte("again"), false); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("second Complete: got %v, want ErrConflict", err)

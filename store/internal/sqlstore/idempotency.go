@@ -53,6 +53,24 @@ func (c *Core) Claim(ctx context.Context, key, owner string, lease time.Duration
 	return cl, err
 }
 
+// Lookup reports key's state at now without taking it (see Claim);
+// store.ErrNotFound when no record holds it.
+func (c *Core) Lookup(ctx context.Context, key string, now time.Time) (store.Claim, error) {
+	op := "look up " + key
+	db, err := c.read(op)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	cl, err := readClaim(ctx, db, key, now)
+	if errors.Is(err, ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Claim{}, c.fail(op, err)
+	}
+	return cl, nil
+}
+
 func readClaim(ctx context.Context, tx Tx, key string, now time.Time) (store.Claim, error) {
 	var (
 		state   string
