@@ -108,3 +108,30 @@ models:
 		t.Fatalf("%d %s; want 503 circuit_open: %s", resp.StatusCode, body, want)
 	}
 }
+
+// Adversary of session 9: a call whose attempt budget ran out just as the
+// chain moved to its next deployment got a nil failure from the router,
+// and the handler panicked (the client saw the connection close with no
+// answer). It gets the last failure in its dialect.
+func TestRegression_BudgetOutAtFallbackAnswers(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"error":{"message":"down","type":"server_error","param":null,"code":null}}`)
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 2, chain_max_attempts: 2, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1000}
+models:
+  - alias: m
+    deployments:
+      - `+openAIDep("a", "gpt-4o-mini", up.URL)+`
+      - `+openAIDep("b", "gpt-4o-mini", up.URL)+`
+`, nil)
+	resp, body := g.do("POST", "/v1/chat/completions", chat)
+	typ, _, msg := decodeError(t, body)
+	if resp.StatusCode != 503 || typ != "server_error" || msg == "" || resp.Header.Get("X-Belay-Attempts") != "2" {
+		t.Fatalf("%d %v %s; want the upstream's 503 after 2 attempts", resp.StatusCode, resp.Header, body)
+	}
+}

@@ -91,6 +91,12 @@ func (b *Budget) TryRetry() bool {
 	}
 }
 
+// Room reports whether TryRetry would reserve a retry now. Under
+// concurrent use the answer may be out of date by the time TryRetry is
+// called: it is for not beginning a wait that could not be followed by a
+// retry, not for reserving one.
+func (b *Budget) Room() bool { return b.retries.Load() < b.limit() }
+
 // DoneRetry releases a retry reserved by TryRetry.
 func (b *Budget) DoneRetry() { b.retries.Add(-1) }
 

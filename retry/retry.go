@@ -255,6 +255,20 @@ func (p Policy) Decide(attempt int, f *failure.Error, u float64, left time.Durat
 	return Decision{Action: Retry, Wait: wait, Failure: f}
 }
 
+// Revisit returns what to do about going back to a deployment that a call
+// left, for other deployments, after its transient failure f used up its
+// attempts there (or the retry budget refused a retry): Retry after the
+// first retry's backoff, or f's server-requested delay, whatever
+// MaxAttempts; Next when f may not be retried (not transient, x-should-
+// retry: false, a delay over MaxRetryAfter); Stop when the wait would end
+// at or after the deadline, with Decide's Fatal DeadlineExceeded failure.
+// u and left are as for Decide.
+func (p Policy) Revisit(f *failure.Error, u float64, left time.Duration) Decision {
+	// Attempt 0 is below any MaxAttempts, and Backoff takes it as the
+	// first retry.
+	return p.Decide(0, f, u, left)
+}
+
 func tooLong(f *failure.Error, limit time.Duration) *failure.Error {
 	return &failure.Error{
 		Kind:          failure.Degraded,

@@ -125,11 +125,15 @@ func (r *Result) add(a Attempt) {
 // its retry budget refusing), and over those whose breakers refused the
 // call, which may admit it now; not over one it left for a degraded failure
 // or for x-should-retry: false. Each revisit starts with a retry: it waits
-// the policy's first backoff (or the server's Retry-After) and needs room in
-// the deployment's retry budget, and may make up to Retry.MaxAttempts
-// attempts. Passes go on while attempts are left and the last pass made at
-// least one. So a deployment whose breaker opens (or an operator disabled)
-// does not cut a call's attempts to the other deployments' MaxAttempts.
+// the policy's first backoff (or the server's Retry-After; see
+// retry.Policy.Revisit), whatever Retry.MaxAttempts, and needs room in the
+// deployment's retry budget (looked at before the wait, so that no wait is
+// begun for a retry the budget would refuse), and may make up to
+// Retry.MaxAttempts attempts. A failure on a revisit is handled as on the
+// first pass (a permanent one gets the alias's fallback). Passes go on while
+// attempts are left and the last pass made at least one. So a deployment
+// whose breaker opens (or an operator disabled) does not cut a call's
+// attempts to the other deployments' MaxAttempts.
 //
 // call receives the attempt's context and the deployment, which it must not
 // modify; it returns nil on success or an error, classified with
@@ -153,32 +157,47 @@ func (r *Router) Do(ctx context.Context, alias string, call func(ctx context.Con
 	res := &l.res
 	members, fellBack := c.members, false
 	var last *failure.Error
-	for i := 0; i < len(members); i++ {
-		m := members[i]
-		out, f := l.deployment(m, nil)
-		if out == served {
-			res.Deployment = &m.d
-			res.Degraded = fellBack || i > 0
-			return *res, nil
-		}
-		if f != nil {
-			last = f
-		}
-		if out == spent || out == refused {
-			l.mark(i, len(members), f, out == spent)
-		}
-		if out != stop {
-			if i == len(members)-1 && l.spent {
-				return l.revisit(members, fellBack, last)
+	var visit uint64 // on a further pass, bit i: go back to member i
+passes:
+	for pass := 0; ; pass++ {
+		before := res.n
+		for i, m := range members {
+			var prev *failure.Error
+			if pass > 0 {
+				if i >= 64 || visit&(1<<uint(i)) == 0 {
+					continue
+				}
+				prev = l.lasts[i]
 			}
-			continue
+			out, f := l.deployment(m, prev)
+			if out == served {
+				res.Deployment = &m.d
+				res.Degraded = fellBack || i > 0
+				return *res, nil
+			}
+			if f != nil {
+				last = f
+			}
+			switch out {
+			case spent, refused:
+				l.mark(i, len(members), f, out == spent)
+			case stop:
+				if f == nil { // the attempt budget ran out before m's first attempt
+					return *res, last
+				}
+				if fb := c.fallbackFor(f); fb != nil && !fellBack {
+					members, fellBack = fb, true
+					visit, l.again, l.lasts, l.spent = 0, 0, nil, false
+					pass = -1
+					continue passes
+				}
+				return *res, f
+			}
 		}
-		if fb := c.fallbackFor(f); fb != nil && !fellBack {
-			members, fellBack, i = fb, true, -1
-			l.again, l.lasts, l.spent = 0, nil, false
-			continue
+		if !l.spent || res.n >= l.limit || (pass > 0 && res.n == before) {
+			break
 		}
-		return *res, f
+		visit, l.again, l.spent = l.again, 0, false
 	}
 	if last == nil { // every breaker of the primary chain refused
 		return *res, c.errAllOpen
@@ -202,41 +221,6 @@ func (l *loop) mark(i, n int, f *failure.Error, spent bool) {
 		l.lasts[i] = f
 		l.spent = true
 	}
-}
-
-// revisit makes the further passes of Do over the members marked in
-// l.again, after a pass ended with last as its latest failure.
-func (l *loop) revisit(members []*member, fellBack bool, last *failure.Error) (Result, error) {
-	res := &l.res
-	for l.spent && res.n < l.limit {
-		marked := l.again
-		l.again, l.spent = 0, false
-		before := res.n
-		for i, m := range members {
-			if i >= 64 || marked&(1<<uint(i)) == 0 {
-				continue
-			}
-			out, f := l.deployment(m, l.lasts[i])
-			if out == served {
-				res.Deployment = &m.d
-				res.Degraded = fellBack || i > 0
-				return *res, nil
-			}
-			if f != nil {
-				last = f
-			}
-			switch out {
-			case stop:
-				return *res, f
-			case spent, refused:
-				l.mark(i, len(members), f, out == spent)
-			}
-		}
-		if res.n == before { // nothing admitted the call
-			break
-		}
-	}
-	return *res, last
 }
 
 // fallbackFor returns the fallback chain configured for a permanent failure.
@@ -310,25 +294,33 @@ func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Err
 		}
 	}()
 	if prev != nil {
+		// A revisit: check what would refuse the retry before waiting
+		// for it.
 		if l.res.n >= l.limit {
-			return stop, prev
+			return stop, nil
 		}
-		if m.b.State() == breaker.Open {
+		if l.r.skip != nil && l.r.skip(&m.d) || m.b.State() == breaker.Open {
 			l.res.refuse(m.d.Name)
 			return refused, nil
 		}
-		d := l.r.policy.Decide(1, prev, l.r.rand(), l.left())
-		if d.Action != retry.Retry {
+		m.budget.Begin()
+		begun = true
+		if !m.budget.Room() {
+			return next, nil
+		}
+		d := l.r.policy.Revisit(prev, l.r.rand(), l.left())
+		switch d.Action {
+		case retry.Stop:
 			return stop, d.Failure
+		case retry.Next:
+			return next, nil
 		}
 		wait = d.Wait
 		if err := retry.Sleep(l.ctx, wait); err != nil {
 			return stop, contextFailure(err, prev)
 		}
-		m.budget.Begin()
-		begun = true
 		if !m.budget.TryRetry() {
-			return spent, prev
+			return next, nil
 		}
 		retrying = true
 		last = prev

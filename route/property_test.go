@@ -3,6 +3,8 @@ package route
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -109,11 +111,87 @@ func TestPropertyNeverWaitsPastDeadline(t *testing.T) {
 			if (err == nil) != (res.Deployment != nil) {
 				t.Errorf("case %d: err %v with deployment %v", i, err, res.Deployment)
 			}
+			if fe, ok := err.(*failure.Error); ok && fe == nil {
+				t.Errorf("case %d: a nil *failure.Error as a non-nil error", i)
+			}
 			// Every Begin and TryRetry of the retry budgets, revisits
 			// included, was matched by its End and DoneRetry.
 			for name, m := range r.deployments {
 				if req, ret := m.budget.InFlight(); req != 0 || ret != 0 {
 					t.Errorf("case %d: %s's retry budget holds %d requests and %d retries after Do returned", i, name, req, ret)
+				}
+			}
+		})
+	}
+}
+
+// Property: concurrent calls over shared breakers and tight retry budgets,
+// with deployments disabled now and then, stay within their attempt
+// budgets, return a real failure or a deployment, and leave every retry
+// budget balanced.
+func TestPropertyConcurrentCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for i := range 100 {
+		base := time.Duration(1 + rng.Int64N(int64(time.Second)))
+		var skipB atomic.Bool
+		cfg := Config{
+			Deployments: deployments("a", "b", "c"),
+			Aliases:     []Alias{{Name: "m", Deployments: []string{"a", "b", "c"}}},
+			Retry: retry.Policy{MaxAttempts: 1 + rng.IntN(4), Base: base, Cap: base * 4,
+				MaxRetryAfter: time.Duration(1 + rng.Int64N(int64(5*time.Second))), Jitter: retry.Jitter(rng.IntN(3))},
+			Breaker:     breaker.Settings{ConsecutiveFailures: 1 + rng.IntN(3), OpenFor: time.Duration(1 + rng.Int64N(int64(3*time.Second)))},
+			RetryBudget: retry.BudgetSettings{MinConcurrency: 1, Ratio: 0.01},
+			MaxAttempts: rng.IntN(14),
+			Rand:        rng.Float64,
+			Skip:        func(d *Deployment) bool { return d.Name == "b" && skipB.Load() },
+		}
+		limit := cfg.MaxAttempts
+		if limit == 0 {
+			limit = cfg.Retry.Attempts() + 2
+		}
+		seed := rng.Uint64()
+		deadline := time.Duration(5+rng.Int64N(30)) * time.Second
+		synctest.Test(t, func(t *testing.T) {
+			r, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			draws := rand.New(rand.NewPCG(seed, 1))
+			var wg sync.WaitGroup
+			for range 6 {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(t.Context(), deadline)
+					defer cancel()
+					var n atomic.Int64
+					res, err := r.Do(ctx, "m", func(ctx context.Context, d *Deployment) error {
+						n.Add(1)
+						mu.Lock()
+						took := time.Duration(draws.Int64N(int64(300 * time.Millisecond)))
+						f := randomFailure(draws)
+						skipB.Store(draws.IntN(3) == 0)
+						mu.Unlock()
+						tm := time.NewTimer(took)
+						defer tm.Stop()
+						select {
+						case <-tm.C:
+							return f
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					})
+					if got := int(n.Load()); got > limit || got != len(res.Attempts()) {
+						t.Errorf("case %d: %d calls, %d recorded, budget %d", i, got, len(res.Attempts()), limit)
+					}
+					if fe, ok := err.(*failure.Error); (ok && fe == nil) || (err == nil) != (res.Deployment != nil) {
+						t.Errorf("case %d: Do = %v, %#v", i, res.Deployment, err)
+					}
+				})
+			}
+			wg.Wait()
+			for name, m := range r.deployments {
+				if req, ret := m.budget.InFlight(); req != 0 || ret != 0 {
+					t.Errorf("case %d: %s's retry budget holds %d requests and %d retries after every call returned", i, name, req, ret)
 				}
 			}
 		})

@@ -642,3 +642,95 @@ func TestNoRevisitOfOneDeployment(t *testing.T) {
 		}
 	})
 }
+
+// Adversary of session 9: the returns to a deployment, and the attempt
+// budget running out as a chain moves on.
+func TestRevisitEdges(t *testing.T) {
+	t.Run("budget out as the chain moves on: the last failure, not a nil one", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			for _, tc := range []struct {
+				limit int
+				errs  map[string][]error
+				want  failure.Reason
+			}{
+				{1, map[string][]error{"a": {fail(failure.QuotaExhausted)}}, failure.QuotaExhausted},
+				{3, map[string][]error{"a": repeat(fail(failure.ServerError), 9), "b": repeat(fail(failure.Timeout), 9)}, failure.ServerError},
+			} {
+				cfg := testConfig()
+				cfg.MaxAttempts = tc.limit
+				r := mustRouter(t, cfg)
+				res, err := r.Do(t.Context(), "smart", (&script{errs: tc.errs}).call)
+				fe := failure.As(err)
+				if fe == nil || fe.Reason != tc.want || res.Deployment != nil || len(res.Attempts()) != tc.limit {
+					t.Errorf("limit %d: Do = %v, %#v after %d attempts; want the %s failure", tc.limit, res.Deployment, err, len(res.Attempts()), tc.want)
+				}
+			}
+		})
+	})
+	t.Run("a permanent failure on a return still gets the alias's fallback", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Aliases = append(cfg.Aliases, Alias{Name: "cf", Deployments: []string{"a", "b"}, ContentPolicyFallback: []string{"big"}})
+			cfg.MaxAttempts = 8
+			r := mustRouter(t, cfg)
+			s := &script{errs: map[string][]error{
+				"a": append(repeat(fail(failure.ServerError), 3), fail(failure.ContentFiltered)),
+				"b": repeat(fail(failure.ServerError), 3)}}
+			res, err := r.Do(t.Context(), "cf", s.call)
+			if err != nil || s.String() != "a,a,a,b,b,b,a,big" || res.Deployment.Name != "big" || !res.Degraded {
+				t.Fatalf("calls %s, Do = %v, %v; want a,a,a,b,b,b,a,big served by big", s, res.Deployment, err)
+			}
+		})
+	})
+	t.Run("the latest failure is reported", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := pairConfig(6)
+			cfg.Retry.MaxAttempts = 2
+			r := mustRouter(t, cfg)
+			late := fail(failure.Overloaded)
+			late.Message = "latest"
+			s := &script{errs: map[string][]error{"a": {fail(failure.ServerError), fail(failure.ServerError), late, late},
+				"b": {retryAfter(time.Second), retryAfter(time.Second)}}}
+			_, err := r.Do(t.Context(), "pair", s.call)
+			if fe := failure.As(err); s.String() != "a,a,b,b,a,a" || fe == nil || fe.Message != "latest" || fe.Deployment != "a" {
+				t.Fatalf("calls %s, err %v; want a,a,b,b,a,a and a's latest failure", s, err)
+			}
+		})
+	})
+	t.Run("one attempt per deployment still goes round", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := pairConfig(6)
+			cfg.Retry.MaxAttempts = 1
+			r := mustRouter(t, cfg)
+			s := &script{errs: map[string][]error{"a": {fail(failure.ServerError)}, "b": {fail(failure.ServerError)}}}
+			res, err := r.Do(t.Context(), "pair", s.call)
+			if err != nil || s.String() != "a,b,a" || res.Deployment.Name != "a" || !slices_equal(waits(&res), []time.Duration{0, 0, time.Second}) {
+				t.Fatalf("calls %s, waits %v, Do = %v, %v; want a,b,a served by a after a 1s backoff", s, waits(&res), res.Deployment, err)
+			}
+		})
+	})
+	t.Run("no wait for a return the retry budget has no room for", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := pairConfig(5)
+			cfg.RetryBudget = retry.BudgetSettings{MinConcurrency: 1, Ratio: 0.01}
+			r := mustRouter(t, cfg)
+			s := &script{errs: map[string][]error{"a": {fail(failure.ServerError)}, "b": repeat(fail(failure.ServerError), 9)}}
+			// a's one attempt fails and its retry is refused (another
+			// call holds a's one retry) after the 1s backoff; b's three
+			// fail; the return to a is not waited for; b gets the last.
+			if !r.deployments["a"].budget.TryRetry() {
+				t.Fatal("could not hold a's retry")
+			}
+			defer r.deployments["a"].budget.DoneRetry()
+			start := time.Now()
+			res, err := r.Do(t.Context(), "pair", s.call)
+			as := res.Attempts()
+			end := as[len(as)-1].Start.Add(as[len(as)-1].Duration)
+			// The waits: a's 1s backoff before its refused retry; b's 1s
+			// and 2s; 1s before the return to b. None before a return to a.
+			if s.String() != "a,b,b,b,b" || err == nil || !end.Equal(time.Now()) || !as[0].RetryRefused || time.Since(start) != 5*time.Second {
+				t.Fatalf("calls %s, err %v, returned %v after the last call (Do took %v); want a,b,b,b,b in 5s", s, err, time.Since(end), time.Since(start))
+			}
+		})
+	})
+}

@@ -188,6 +188,7 @@ func TestWrongTypesRefused(t *testing.T) {
 		`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}]}`,
 		msg(`[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]`),
 		msg(`[]`),
+		`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"function","name":"f","content":null}]}`,
 		`{"model":"m","stop":"x","temperature":0.2,"seed":7,"user":"u","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","stop":["x","y"],"messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","stop":null,"messages":[{"role":"user","content":"hi"}]}`,

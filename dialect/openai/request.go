@@ -217,7 +217,8 @@ var roles = map[string]bool{"system": true, "developer": true, "user": true, "as
 
 // Validate checks what belay relies on: a model, a non-empty messages array
 // whose roles are known and whose contents are strings or arrays of typed
-// parts (null only for an assistant message; see dialect.CheckContent),
+// parts (null only for an assistant or a function message, as OpenAI's
+// API reference allows; see dialect.CheckContent),
 // tool messages with a tool_call_id, function tools with names, positive
 // token limits, n in range and stop a string or an array of strings. It returns a *dialect.FieldError
 // for the first problem, naming the field as OpenAI does ("messages[1].role").
@@ -234,11 +235,11 @@ func (r *Request) Validate() error {
 		case m.Role == "":
 			return dialect.Field(fmt.Sprintf("messages[%d].role", i), "is required")
 		case !roles[m.Role]:
-			return dialect.Field(fmt.Sprintf("messages[%d].role", i), "must be one of system, developer, user, assistant, tool; got %q", m.Role)
+			return dialect.Field(fmt.Sprintf("messages[%d].role", i), "must be one of system, developer, user, assistant, tool, function; got %q", m.Role)
 		case m.Role == "tool" && m.ToolCallID == "":
 			return dialect.Field(fmt.Sprintf("messages[%d].tool_call_id", i), "is required for a tool message")
 		}
-		if fe := dialect.CheckContent(m.Content, "[%d]", m.Role == "assistant"); fe != nil {
+		if fe := dialect.CheckContent(m.Content, "[%d]", m.Role == "assistant" || m.Role == "function"); fe != nil {
 			fe.Field = fmt.Sprintf("messages[%d].content", i) + fe.Field
 			return fe
 		}
