@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 )
 
 // Defaults applied to zero fields by Load and Default.
@@ -367,22 +368,37 @@ func (c *checker) locate(err error) error {
 	return err
 }
 
+// resolve fills every secret's value. A reference that does not resolve
+// is an *Error at the first such field; when several do not, its message
+// names the others too, so one start shows every variable to set (a
+// newcomer restarted once per missing variable).
 func (c *Config) resolve(lookup func(string) (string, bool)) error {
-	if err := c.AdminKey.resolve("admin_key", lookup); err != nil {
-		return err
-	}
-	for i := range c.Models {
-		for j := range c.Models[i].Deployments {
-			d := &c.Models[i].Deployments[j]
-			if err := d.APIKey.resolve(fmt.Sprintf("models[%d].deployments[%d].api_key", i, j), lookup); err != nil {
-				return err
+	var first *Error
+	var others []string
+	try := func(s *Secret, field string) {
+		if err := s.resolve(field, lookup); err != nil {
+			e, _ := errors.AsType[*Error](err)
+			if first == nil {
+				first = e
+			} else {
+				others = append(others, e.Path+": "+e.Msg)
 			}
 		}
 	}
-	for i := range c.Tenants {
-		if err := c.Tenants[i].Key.resolve(fmt.Sprintf("tenants[%d].key", i), lookup); err != nil {
-			return err
+	try(&c.AdminKey, "admin_key")
+	for i := range c.Models {
+		for j := range c.Models[i].Deployments {
+			try(&c.Models[i].Deployments[j].APIKey, fmt.Sprintf("models[%d].deployments[%d].api_key", i, j))
 		}
 	}
-	return nil
+	for i := range c.Tenants {
+		try(&c.Tenants[i].Key, fmt.Sprintf("tenants[%d].key", i))
+	}
+	if first == nil {
+		return nil
+	}
+	if len(others) > 0 {
+		first.Msg += " (also " + strings.Join(others, "; ") + ")"
+	}
+	return first
 }

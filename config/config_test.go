@@ -149,6 +149,8 @@ func TestParseErrors(t *testing.T) {
 		// Bad values (Validate), now with their line.
 		{"missing env", "models:\n  - alias: a\n    deployments: [{provider: openai, model: m, api_key: env:NOPE_KEY}]\n",
 			"line 3: models[0].deployments[0].api_key: environment variable NOPE_KEY is not set"},
+		{"missing envs", "admin_key: env:NOPE_ADMIN\nmodels:\n  - alias: a\n    deployments: [{provider: openai, model: m, api_key: env:NOPE_KEY}]\ntenants: [{name: t, key: env:NOPE_T}]\n",
+			"line 1: admin_key: environment variable NOPE_ADMIN is not set (also models[0].deployments[0].api_key: environment variable NOPE_KEY is not set; tenants[0].key: environment variable NOPE_T is not set)"},
 		{"bad provider", "models:\n  - alias: a\n    deployments:\n      - {provider: azure, model: m, api_key: x}\n",
 			`line 4: models[0].deployments[0].provider: "azure" is not a provider; want openai or anthropic`},
 		{"missing api key", "models:\n  - alias: a\n    deployments:\n      - provider: openai\n        model: m\n",
