@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // RoundTripper returns an http.RoundTripper that serves every request with
@@ -28,7 +29,11 @@ import (
 // the handler sees and makes its further writes fail. Trailers the handler
 // declares (the "Trailer" header, or http.TrailerPrefix) are in
 // Response.Trailer once the body has been read to its end. A handler panic
-// ends the body with an error; http.ErrAbortHandler is not re-raised.
+// after the header ends the body with an error wrapping
+// io.ErrUnexpectedEOF; before it, RoundTrip returns the error and no
+// response, as for a connection closed before an answer (one that wraps
+// syscall.ECONNRESET for http.ErrAbortHandler, which a simulated reset
+// raises). The panic is not re-raised.
 func RoundTripper(h http.Handler) http.RoundTripper { return roundTripper{h} }
 
 type roundTripper struct{ h http.Handler }
@@ -57,12 +62,21 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}()
 		defer func() {
 			if p := recover(); p != nil {
-				w.writeHeader(http.StatusInternalServerError)
+				// Before the header, as a server whose connection closes
+				// before it answers: no response, an error (a reset, for
+				// http.ErrAbortHandler, which a simulated reset raises).
+				// After it, the body ends with the error.
+				var err error
 				if p == http.ErrAbortHandler {
-					pw.CloseWithError(fmt.Errorf("inproc: handler aborted: %w", io.ErrUnexpectedEOF))
+					err = fmt.Errorf("inproc: handler aborted: %w", io.ErrUnexpectedEOF)
+					if w.abort(fmt.Errorf("inproc: handler aborted before answering: %w", syscall.ECONNRESET)) {
+						err = syscall.ECONNRESET
+					}
 				} else {
-					pw.CloseWithError(fmt.Errorf("inproc: handler panic: %v: %w", p, io.ErrUnexpectedEOF))
+					err = fmt.Errorf("inproc: handler panic: %v: %w", p, io.ErrUnexpectedEOF)
+					w.abort(err)
 				}
+				pw.CloseWithError(err)
 			}
 		}()
 		rt.h.ServeHTTP(w, sreq)
@@ -92,6 +106,11 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp := w.resp
+	if resp == nil { // the handler failed before answering
+		stop()
+		pr.CloseWithError(w.err)
+		return nil, w.err
+	}
 	resp.Body = &body{pr: pr, cancel: cancel, stop: stop}
 	resp.Request = req
 	return resp, nil
@@ -105,7 +124,8 @@ type writer struct {
 
 	once  sync.Once
 	ready chan struct{}
-	resp  *http.Response // set once, before ready is closed
+	resp  *http.Response // set once, before ready is closed; nil after abort
+	err   error          // set by abort, before ready is closed
 
 	trailerKeys []string
 }
@@ -150,6 +170,17 @@ func (w *writer) writeHeader(status int) {
 		w.resp = resp
 		close(w.ready)
 	})
+}
+
+// abort ends the exchange with err instead of a response, if no header
+// was sent; it reports whether it did.
+func (w *writer) abort(err error) bool {
+	aborted := false
+	w.once.Do(func() {
+		w.err, aborted = err, true
+		close(w.ready)
+	})
+	return aborted
 }
 
 func (w *writer) Write(p []byte) (int, error) {

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/belay-run/belay/failure"
 )
 
 func TestStreamsBeforeHandlerReturns(t *testing.T) {
@@ -123,4 +126,24 @@ func httpReq(t *testing.T) *http.Request {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// A handler that fails before answering gives no response and an error,
+// as a connection closed before an answer does: a reset (the simulator's)
+// is a connection error, not a 500 (a newcomer's sim "unreachable"
+// profile was relayed as a 500 "server_error").
+func TestPanicBeforeHeaderIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		p     any
+		reset bool
+	}{{http.ErrAbortHandler, true}, {"boom", false}} {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { panic(tc.p) })
+		resp, err := RoundTripper(h).RoundTrip(httpReq(t))
+		if resp != nil || err == nil || errors.Is(err, syscall.ECONNRESET) != tc.reset {
+			t.Errorf("panic(%v): resp %v, err %v; want no response and an error (reset: %v)", tc.p, resp, err, tc.reset)
+		}
+		if fe := failure.ClassifyError(err); tc.reset && fe.Reason != failure.ConnectionError {
+			t.Errorf("panic(%v): classified %v, want connection_error", tc.p, fe)
+		}
+	}
 }
