@@ -44,6 +44,9 @@ func TestCapturedMessages(t *testing.T) {
 				if s.Kind == trace.KindModel {
 					in, _ = s.Attrs[trace.AttrInputMessages].(string)
 					out, _ = s.Attrs[trace.AttrOutputMessages].(string)
+					if a := s.Attrs[trace.AttrAlias]; a != "gpt-4o-mini" {
+						t.Errorf("span %s: %s = %v, want the alias asked for", s.Name, trace.AttrAlias, a)
+					}
 				}
 			}
 			if !strings.Contains(in, c.want) || (c.notWant != "" && strings.Contains(in, c.notWant)) {

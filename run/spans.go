@@ -138,6 +138,9 @@ func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimat
 	if dep := cmpOr(o.Deployment, a.step.Deployment); dep != "" {
 		attrs[trace.AttrDeployment] = dep
 	}
+	if a.step.Alias != "" {
+		attrs[trace.AttrAlias] = a.step.Alias
+	}
 	if estimated {
 		attrs[trace.AttrCostEstimated] = true
 	}

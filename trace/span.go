@@ -82,6 +82,7 @@ const (
 	AttrFailureMessage = "belay.failure.message"     // the failure's text, with its cause
 	AttrHTTPStatus     = "http.response.status_code" // OpenTelemetry HTTP semantic conventions
 	AttrDeployment     = "belay.deployment"
+	AttrAlias          = "belay.model_alias" // the model alias the caller asked for (gen_ai.request.model is the provider's model)
 	AttrAttempt        = "belay.attempt"
 	AttrWaitMS         = "belay.wait_ms"
 	AttrRetryRefused   = "belay.retry.refused" // the retry budget refused the retry after this attempt
