@@ -257,6 +257,8 @@ func checkKill(t store.KillTarget, name string) error {
 		return badRequest("target: want all, run, tenant, tool, model or deployment")
 	case t != store.KillAll && name == "":
 		return badRequest("name: required for target " + string(t))
+	case t == store.KillAll && name != "":
+		return badRequest("name: must be empty for target all (it names everything)")
 	}
 	return nil
 }
@@ -321,7 +323,15 @@ func decodeJSON(r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
-	if err == nil || errors.Is(err, io.EOF) {
+	if err == nil {
+		// One JSON value and nothing after it: trailing text is a mistake,
+		// not something to ignore.
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			return badRequest("body: unexpected data after the JSON object")
+		}
+		return nil
+	}
+	if errors.Is(err, io.EOF) {
 		return nil
 	}
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {

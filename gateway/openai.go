@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strings"
 
@@ -32,7 +33,13 @@ func (openAIFront) parse(body []byte) (*request, error) {
 		if out.maxOutput == 0 {
 			out.maxOutput = DefaultReserveOutputTokens
 		}
-		out.maxOutput *= k
+		// Saturating: a product past int64 would wrap to a small (or
+		// negative) reservation and let the call through.
+		if out.maxOutput > math.MaxInt64/k {
+			out.maxOutput = math.MaxInt64
+		} else {
+			out.maxOutput *= k
+		}
 	}
 	if r.Stream && !r.IncludeUsage() {
 		// Ask upstream for the usage chunk so the call is charged from

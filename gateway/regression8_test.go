@@ -1,10 +1,12 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -133,5 +135,32 @@ models:
 	typ, _, msg := decodeError(t, body)
 	if resp.StatusCode != 503 || typ != "server_error" || msg == "" || resp.Header.Get("X-Belay-Attempts") != "2" {
 		t.Fatalf("%d %v %s; want the upstream's 503 after 2 attempts", resp.StatusCode, resp.Header, body)
+	}
+}
+
+// Adversary of session 9 (second): the admin API took trailing text after
+// its JSON body, and a kill of "all" with a name answered the name but
+// stored none; n × max_tokens wrapped past int64 into a tiny reservation.
+func TestRegression_AdminStrictAndReservationSaturates(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, okCompletion, 10, 5) })
+	g := newGW(t, oneAlias("admin_key: adm\n", openAIDep("d", "gpt-4o-mini", up.URL)), nil)
+	for body, want := range map[string]string{
+		`{"target":"tool","name":"x"} garbage`: "unexpected data after the JSON object",
+		`{"target":"all","name":"oops"}`:       "name: must be empty for target all",
+	} {
+		resp, text := g.do("POST", "/admin/kill", body, "Authorization", "Bearer adm")
+		if resp.StatusCode != 400 || !strings.Contains(text, want) {
+			t.Errorf("%s: %d %s; want 400 %q", body, resp.StatusCode, text, want)
+		}
+	}
+	if kills, _ := g.store.ListKills(context.Background()); len(kills) != 0 {
+		t.Errorf("kill flags set by refused requests: %+v", kills)
+	}
+	for _, n := range []string{"2", "4"} {
+		body := `{"model":"m","n":` + n + `,"max_tokens":4611686018427387905,"messages":[{"role":"user","content":"hi"}]}`
+		resp, text := g.do("POST", "/v1/chat/completions", body)
+		if _, code, _ := decodeError(t, text); resp.StatusCode != http.StatusPaymentRequired || code != "budget_exceeded" {
+			t.Errorf("n=%s: %d %s; want 402 budget_exceeded", n, resp.StatusCode, text)
+		}
 	}
 }
