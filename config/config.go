@@ -277,6 +277,12 @@ type Timeouts struct {
 	// ClientIdle is how long an idle keep-alive client connection stays
 	// open (http.Server.IdleTimeout). Default 120s.
 	ClientIdle Duration `yaml:"client_idle"`
+	// ClientWrite is how long a client may take to accept one write of a
+	// stream (an event) or of a large answer: a client that stops reading
+	// for longer is cut off, and its call ends as if it had disconnected
+	// (the upstream call canceled, charged for what was produced,
+	// recorded). It does not bound a stream's length. Default 60s.
+	ClientWrite Duration `yaml:"client_write"`
 	// Shutdown is how long a stopping gateway (SIGTERM, Ctrl-C) lets the
 	// calls in flight finish; the calls still open then are canceled:
 	// each ends with an error in its client's dialect (an error event in

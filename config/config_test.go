@@ -104,7 +104,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown retry key", "retry:\n  max_atempts: 3\n",
 			"line 2: retry.max_atempts: unknown key (did you mean max_attempts?); want one of max_attempts, base, cap, max_retry_after, jitter, budget_ratio, chain_max_attempts"},
 		{"unknown key far from all", "timeouts: {upstream: 3s}\n",
-			"line 1: timeouts.upstream: unknown key; want one of connect, first_byte, first_token, idle, header_read, body_read, client_idle, shutdown"},
+			"line 1: timeouts.upstream: unknown key; want one of connect, first_byte, first_token, idle, header_read, body_read, client_idle, client_write, shutdown"},
 		{"key twice", "retry:\n  cap: 4s\n  cap: 8s\n", "line 3: retry.cap: given twice (first on line 2)"},
 		{"price twice", "pricing:\n  gpt-4o: {input: 1}\n  gpt-4o: {input: 2}\n", "line 3: pricing.gpt-4o: given twice (first on line 2)"},
 

@@ -7,14 +7,15 @@ import (
 
 // Default timeouts.
 const (
-	DefaultConnect    = 10 * time.Second
-	DefaultFirstByte  = 120 * time.Second
-	DefaultFirstToken = 60 * time.Second
-	DefaultIdle       = 60 * time.Second
-	DefaultHeaderRead = 10 * time.Second
-	DefaultBodyRead   = 60 * time.Second
-	DefaultClientIdle = 120 * time.Second
-	DefaultShutdown   = 10 * time.Second
+	DefaultConnect     = 10 * time.Second
+	DefaultFirstByte   = 120 * time.Second
+	DefaultFirstToken  = 60 * time.Second
+	DefaultIdle        = 60 * time.Second
+	DefaultHeaderRead  = 10 * time.Second
+	DefaultBodyRead    = 60 * time.Second
+	DefaultClientIdle  = 120 * time.Second
+	DefaultClientWrite = 60 * time.Second
+	DefaultShutdown    = 10 * time.Second
 )
 
 // Default returns the configuration used when there is no file: listen on
@@ -106,6 +107,7 @@ func (c *Config) applyDefaults() {
 	setDur(&t.HeaderRead, DefaultHeaderRead)
 	setDur(&t.BodyRead, DefaultBodyRead)
 	setDur(&t.ClientIdle, DefaultClientIdle)
+	setDur(&t.ClientWrite, DefaultClientWrite)
 	setDur(&t.Shutdown, DefaultShutdown)
 }
 

@@ -42,6 +42,7 @@ type call struct {
 	committed bool   // the response header has been written
 	answer    *answer
 	ttft      time.Duration
+	writeBy   time.Time // the write deadline set on the client's connection (zero: none)
 
 	mu      sync.Mutex
 	charges []Charge
@@ -59,6 +60,11 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &call{s: s, f: f, w: w, r: r, start: time.Now()}
 		status, err := c.serve()
+		if !c.writeBy.IsZero() {
+			// The server sets no write deadline of its own, so one set
+			// here would carry over to the connection's next request.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		}
 		s.metrics.observe(c, status)
 		switch {
 		case err == nil:

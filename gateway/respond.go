@@ -82,6 +82,9 @@ func (c *call) writeAnswer() (int, error) {
 		h.Set("Content-Type", "application/json")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(a.body)))
+	if len(a.body) > settleAfterAnswerMax {
+		c.guardWrite() // a small answer fits the socket's buffers
+	}
 	c.w.WriteHeader(a.status)
 	_, _ = c.w.Write(a.body)
 	return a.status, nil

@@ -219,12 +219,33 @@ func (c *call) commit(d *route.Deployment, up http.Header, output bool) {
 	}
 }
 
-// relay writes raw to the client and flushes it.
+// relay writes raw to the client and flushes it, within
+// timeouts.client_write.
 func (c *call) relay(raw []byte) error {
+	c.guardWrite()
 	if _, err := c.w.Write(raw); err != nil {
 		return err
 	}
 	return sse.Flush(c.w)
+}
+
+// guardWrite keeps a write deadline at least timeouts.client_write ahead
+// on the client's connection before a write (moving it at most once a
+// second): a client that stops reading cannot hold the call, its
+// upstream connection and its record open (the server has no write
+// timeout, which would bound a whole stream). serveModel clears it.
+func (c *call) guardWrite() {
+	d := c.s.cfg.Timeouts.ClientWrite.D()
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	if !c.writeBy.IsZero() && c.writeBy.Sub(now) >= d-time.Second {
+		return
+	}
+	if http.NewResponseController(c.w).SetWriteDeadline(now.Add(d)) == nil {
+		c.writeBy = now.Add(d)
+	}
 }
 
 // chargeStream records the usage of a stream attempt: reported, or
