@@ -76,6 +76,11 @@ type anthropicStream struct {
 func (s *anthropicStream) add(_ string, data []byte) { _ = s.acc.Add(data) }
 func (s *anthropicStream) strip(string, []byte) bool { return false }
 
+func (s *anthropicStream) reported() bool {
+	_, ok := s.acc.Usage()
+	return ok
+}
+
 func (s *anthropicStream) usage() (dialect.Usage, bool) {
 	u := s.acc.Estimate(s.prompt)
 	_, reported := s.acc.Usage()

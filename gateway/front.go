@@ -94,6 +94,9 @@ type streamFollower interface {
 	strip(name string, data []byte) bool
 	// usage returns the usage to charge and whether it is estimated.
 	usage() (dialect.Usage, bool)
+	// reported reports whether the provider stated usage in the stream so
+	// far (Anthropic's message_start; OpenAI's usage chunk).
+	reported() bool
 }
 
 // setMember returns body (a JSON object the request parser has decoded)

@@ -127,6 +127,11 @@ func (s *openAIStream) strip(_ string, data []byte) bool {
 	return len(c.Choices) == 0 && len(c.Usage) > 0 && string(c.Usage) != "null"
 }
 
+func (s *openAIStream) reported() bool {
+	_, ok := s.acc.Usage()
+	return ok
+}
+
 func (s *openAIStream) usage() (dialect.Usage, bool) {
 	if u, ok := s.acc.Usage(); ok {
 		return u, false

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/internal/fixture"
 )
 
@@ -162,5 +164,43 @@ func TestRegression_AdminStrictAndReservationSaturates(t *testing.T) {
 		if _, code, _ := decodeError(t, text); resp.StatusCode != http.StatusPaymentRequired || code != "budget_exceeded" {
 			t.Errorf("n=%s: %d %s; want 402 budget_exceeded", n, resp.StatusCode, text)
 		}
+	}
+}
+
+// Adversary of session 9 (second): a streamed attempt that failed before
+// any output reached the client was charged nothing, even when the
+// provider had stated its usage (Anthropic's message_start: the prompt and
+// its cache reads and writes), which it bills. Such an attempt is charged
+// what was stated; the retry's usage is its own.
+func TestRegression_FailedStreamAttemptChargedItsReportedUsage(t *testing.T) {
+	var calls atomic.Int64
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		calls.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":1000,\"cache_creation_input_tokens\":100,\"cache_read_input_tokens\":200,\"output_tokens\":1}}}\n\n")
+		fmt.Fprint(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 2, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1000}
+models:
+  - alias: c
+    deployments:
+      - {name: a, provider: anthropic, model: claude-sonnet-4-5, base_url: "`+up.URL+`", api_key: k}
+`, nil)
+	resp, body := g.do("POST", "/v1/messages", `{"model":"c","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		"X-Belay-Run-Id", "cut-1")
+	if resp.StatusCode < 500 || calls.Load() != 2 {
+		t.Fatalf("%d after %d upstream calls: %s; want a 5xx after 2", resp.StatusCode, calls.Load(), body)
+	}
+	rec := g.run("cut-1")
+	if rec.InputTokens < 2*1000 || rec.Cost <= 0 {
+		t.Fatalf("run record %+v; want both attempts' stated prompts (1,000 input tokens each) charged", rec)
+	}
+	if cost, err := budget.ParseUSD(resp.Header.Get("X-Belay-Cost-Usd")); err != nil || cost != rec.Cost {
+		t.Errorf("x-belay-cost-usd %q (%v); want the run's %v", resp.Header.Get("X-Belay-Cost-Usd"), err, rec.Cost)
 	}
 }

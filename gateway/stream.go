@@ -85,6 +85,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		}
 		if o.Err != nil {
 			if !c.committed {
+				c.chargeReported(d, fol)
 				return o.Err
 			}
 			c.chargeStream(d, fol)
@@ -149,6 +150,7 @@ func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failur
 		}
 	}
 	if !c.committed {
+		c.chargeReported(d, fol)
 		return fe
 	}
 	c.chargeStream(d, fol)
@@ -227,6 +229,18 @@ func (c *call) relay(raw []byte) error {
 		return err
 	}
 	return sse.Flush(c.w)
+}
+
+// chargeReported charges a stream attempt that failed before any output
+// reached the client when the provider stated usage in it (Anthropic's
+// message_start counts the prompt and its cache reads and writes): the
+// provider bills what it reported, and the next attempt's usage is its
+// own. Without a statement nothing is charged here (a canceled attempt is
+// charged its prompt by call.attempt).
+func (c *call) chargeReported(d *route.Deployment, fol streamFollower) {
+	if fol.reported() {
+		c.chargeStream(d, fol)
+	}
 }
 
 // guardWrite keeps a write deadline at least timeouts.client_write ahead
