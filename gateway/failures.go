@@ -185,8 +185,20 @@ const shuttingDownType = "shutting_down"
 // retry, reaching another replica or the gateway once restarted. What
 // the call used upstream is charged (see attempt).
 func (c *call) shuttingDown(fe *failure.Error) (int, error) {
-	c.unavailable(shuttingDownType, "belay is shutting down: the call was canceled after timeouts.shutdown; retry", 0)
+	c.unavailable(shuttingDownType, shuttingDownMessage, 0)
 	return http.StatusServiceUnavailable, fe
+}
+
+const shuttingDownMessage = "belay is shutting down: the call was canceled after timeouts.shutdown; retry"
+
+// shutdownEvent is the error event that ends a stream the shutdown
+// canceled: the type and message of shuttingDown's 503, in the client's
+// dialect.
+func (c *call) shutdownEvent() []byte {
+	if c.f.dialect() == failure.DialectAnthropic {
+		return anthropic.ErrorEvent(shuttingDownType, shuttingDownMessage)
+	}
+	return openai.ErrorEvent(shuttingDownType, shuttingDownType, shuttingDownMessage)
 }
 
 // unavailable writes 503 in the client's dialect with error type typ

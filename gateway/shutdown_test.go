@@ -69,6 +69,12 @@ func TestShutdownEndsOpenStreamsCleanly(t *testing.T) {
 	if !strings.Contains(out, `"error":{`) || !strings.Contains(out, "shutting down") || strings.Contains(out, "[DONE]") {
 		t.Errorf("the stream did not end with an error event naming the shutdown:\n%s", out)
 	}
+	// The event says what a non-streamed call's 503 says (an adversary
+	// found a client-fault type for Anthropic, and the failure's own
+	// "fatal: canceled:" prefix in the message).
+	if want := `"message":"belay is shutting down: the call was canceled after timeouts.shutdown; retry","type":"shutting_down"`; !strings.Contains(out, want) || strings.Contains(out, "fatal:") {
+		t.Errorf("the shutdown's error event:\n%s\nwant %s", out, want)
+	}
 	if err := stack.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

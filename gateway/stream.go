@@ -155,7 +155,10 @@ func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failur
 	}
 	c.chargeStream(d, fol)
 	fe = afterCommit(publicFailure(fe, d.Name))
-	if fe.Reason != failure.Canceled || errors.Is(fe, errShutdown) { // a shutdown's client is still there
+	switch {
+	case errors.Is(fe, errShutdown): // the client is still there: told as a non-streamed call is
+		_ = c.relay(c.shutdownEvent())
+	case fe.Reason != failure.Canceled:
 		_ = c.relay(c.f.errorEvent(fe))
 	}
 	return fe
