@@ -37,6 +37,10 @@ type Run struct {
 	stopAF  func() bool // stops the deadline callback; set by arm
 	rec     store.Run
 	pending int64 // estimated tokens of open steps
+	// reserving counts the model steps counted in rec.Turns whose ledger
+	// reservation is still in flight: a refusal may yet give their turns
+	// back (a step that does not fit the money limit).
+	reserving int
 	open    map[*Admitted]struct{}
 	events  []trace.Event
 	ended   bool

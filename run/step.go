@@ -191,6 +191,16 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	}
 	r.mu.Lock()
 	ferr := r.checkLocked(s, now)
+	// Turns all taken, but some only by steps still reserving: if their
+	// reservations fail (money), the turns were never used, and the run
+	// must not stop as if they were. This step is refused; the run stops
+	// by what those steps meet (adversary: concurrent streams stopped runs
+	// that had used 16 of 20 turns "for" max_turns_exceeded, the others
+	// being refused for money).
+	inFlight := ferr != nil && !r.ended && ferr.Reason == failure.MaxTurnsExceeded && r.rec.Turns-r.reserving < r.rec.Limits.MaxTurns
+	if inFlight {
+		ferr = refusal(failure.MaxTurnsExceeded, "run's %d turns are all used or being admitted", r.rec.Limits.MaxTurns)
+	}
 	if r.single && !r.ended && r.rec.Turns+r.rec.ToolCalls > 0 && (ferr == nil || ferr.Reason != failure.Killed) {
 		// Not a limit of the run, whatever limit a second step would
 		// pass: the run goes on with its one step.
@@ -203,6 +213,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	if ferr == nil {
 		if s.Kind == KindModel {
 			r.rec.Turns++
+			r.reserving++
 		} else {
 			r.rec.ToolCalls++
 		}
@@ -219,6 +230,10 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	}
 	maxTurns := r.rec.Limits.MaxTurns
 	r.mu.Unlock()
+	if inFlight {
+		a.done()
+		return nil, ferr
+	}
 	if ferr != nil {
 		err := r.refuse(ctx, a, ferr)
 		r.endSingle(err)
@@ -226,6 +241,9 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	}
 	if err := r.reserveAll(ctx, a, maxTurns, now, private); err != nil {
 		r.mu.Lock()
+		if s.Kind == KindModel {
+			r.reserving--
+		}
 		r.unadmitLocked(a)
 		if errors.Is(err, errEnded) {
 			err = r.checkLocked(s, now) // the run ended while the step was reserved
@@ -239,6 +257,11 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		}
 		r.endSingle(err)
 		return nil, err
+	}
+	if s.Kind == KindModel {
+		r.mu.Lock()
+		r.reserving--
+		r.mu.Unlock()
 	}
 	return a, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/trace"
 )
 
@@ -370,5 +372,83 @@ func TestNewManagerValidates(t *testing.T) {
 		if _, err := NewManager(cfg); err == nil {
 			t.Errorf("NewManager(%+v) accepted", cfg)
 		}
+	}
+}
+
+// gateStore holds each ReserveAll until gate is closed, announcing it on
+// entered.
+type gateStore struct {
+	*memstore.Store
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gateStore) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.Store.ReserveAll(ctx, rs)
+}
+
+// Adversary of session 9: with all of a run's turns taken by steps whose
+// reservations were still in flight, a further step was refused with
+// max_turns_exceeded and stopped the run for it, although those steps
+// were then refused for money and the run had used fewer turns. The
+// further step is refused, the run goes on, and it stops for what the
+// in-flight steps meet: here the money limit.
+func TestTurnsTakenByStepsStillReserving(t *testing.T) {
+	ms := memstore.New()
+	gs := &gateStore{Store: ms, entered: make(chan struct{}, 3), gate: make(chan struct{})}
+	f := newFixture(t, func(c *Config) { c.Store = gs })
+	ctx := context.Background()
+	r := f.start(t, Spec{Tenant: "acme", Limits: store.Limits{MaxTurns: 3, MaxCost: cents(10)}})
+	type admitted struct {
+		a   *Admitted
+		err error
+	}
+	errs := make(chan admitted, 3)
+	for range 3 {
+		go func() {
+			a, err := r.Admit(ctx, modelStep(cents(6))) // one fits the $0.10
+			errs <- admitted{a, err}
+		}()
+	}
+	for range 3 {
+		<-gs.entered
+	}
+	_, err := r.Admit(ctx, modelStep(cents(1)))
+	if fe := wantReason(t, err, failure.MaxTurnsExceeded, failure.Fatal); !strings.Contains(fe.Message, "being admitted") {
+		t.Errorf("refusal %q; want it to say the turns are in flight", fe.Message)
+	}
+	if r.isEnded() {
+		t.Fatal("the run stopped on a refusal whose turns were still being reserved")
+	}
+	close(gs.gate)
+	var ok, budgetRefused int
+	var steps []*Admitted
+	for range 3 {
+		got := <-errs
+		switch err := got.err; {
+		case err == nil:
+			ok++
+			steps = append(steps, got.a)
+		case errors.Is(err, failure.BudgetExceeded):
+			budgetRefused++
+		default:
+			t.Errorf("step: %v", err)
+		}
+	}
+	for _, a := range steps {
+		if err := a.Settle(ctx, usage(2, 1), Outcome{}); err != nil {
+			t.Error(err)
+		}
+	}
+	_ = f.m.FlushRun(ctx, r.ID())
+	rec, err := ms.GetRun(ctx, r.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 1 || budgetRefused != 2 || rec.Status != store.RunStopped || rec.StopReason != string(failure.BudgetExceeded) || rec.Turns != 1 {
+		t.Fatalf("%d steps ran, %d refused for money; run %s/%s with %d turns; want 1, 2, stopped for budget_exceeded after 1 turn",
+			ok, budgetRefused, rec.Status, rec.StopReason, rec.Turns)
 	}
 }
