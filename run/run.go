@@ -41,9 +41,9 @@ type Run struct {
 	// reservation is still in flight: a refusal may yet give their turns
 	// back (a step that does not fit the money limit).
 	reserving int
-	open    map[*Admitted]struct{}
-	events  []trace.Event
-	ended   bool
+	open      map[*Admitted]struct{}
+	events    []trace.Event
+	ended     bool
 	// drained: the run's context is canceled. A hard end (kill, deadline,
 	// Finish) drains at once; a soft one (a turn or money refusal) when
 	// the last open step closes.
