@@ -39,14 +39,7 @@ func (l lineSignal) Write(p []byte) (int, error) {
 // closed while the request was sent", the failed write being to the
 // client's own connection).
 func TestClientGoneMidStreamIsNotBlamedOnTheUpstream(t *testing.T) {
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := 0; r.Context().Err() == nil; i++ {
-			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"word%d \"}}]}\n\n", i)
-			w.(http.Flusher).Flush()
-		}
-	})
+	up := upstream(t, endlessStream(""))
 	logged := lineSignal{match: "model call failed", lines: make(chan string, 4)}
 	g := newGWOpts(t, tokenLimitConfig(up.URL, "{max_turns: 5}"), gateway.Options{Logger: slog.New(slog.NewTextHandler(logged, nil))})
 	u, _ := url.Parse(g.srv.URL)
@@ -56,16 +49,7 @@ func TestClientGoneMidStreamIsNotBlamedOnTheUpstream(t *testing.T) {
 	}
 	body := `{"model":"m","stream":true,"max_tokens":1000,"messages":[{"role":"user","content":"hello"}]}`
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.Host, len(body), body)
-	br := bufio.NewReader(conn)
-	for { // the answer has started: a content delta arrived
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading the stream: %v", err)
-		}
-		if strings.Contains(line, "word") {
-			break
-		}
-	}
+	readUntilOutput(t, conn) // the answer has started: a content delta arrived
 	conn.Close()
 	select {
 	case line := <-logged.lines:
@@ -84,15 +68,7 @@ func TestClientGoneMidStreamIsNotBlamedOnTheUpstream(t *testing.T) {
 // accepting a write it is cut off: the call ends as a client that went
 // away, charged for what was produced.
 func TestStalledStreamClientIsCutOff(t *testing.T) {
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		pad := strings.Repeat("x", 4000)
-		for i := 0; r.Context().Err() == nil; i++ {
-			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"word%d %s\"}}]}\n\n", i, pad)
-			w.(http.Flusher).Flush()
-		}
-	})
+	up := upstream(t, endlessStream(strings.Repeat("x", 4000)))
 	logged := lineSignal{match: "model call failed", lines: make(chan string, 4)}
 	g := newGWOpts(t, `
 listen: 127.0.0.1:0
@@ -113,16 +89,7 @@ models:
 	defer conn.Close()
 	body := `{"model":"m","stream":true,"max_tokens":100000,"messages":[{"role":"user","content":"hello"}]}`
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nX-Belay-Run-Id: stall-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.Host, len(body), body)
-	br := bufio.NewReader(conn)
-	for { // the answer has started; from here the client reads no more
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading the stream: %v", err)
-		}
-		if strings.Contains(line, "word") {
-			break
-		}
-	}
+	readUntilOutput(t, conn) // the answer has started; from here the client reads no more
 	select {
 	case line := <-logged.lines:
 		if !strings.Contains(line, "run=stall-1") || strings.Contains(line, "upstream deployment") {
@@ -175,6 +142,35 @@ func TestStreamWriteDeadlineSetAndCleared(t *testing.T) {
 			t.Errorf("stream %v: deadlines %v, want none", tc.stream, rec.deadlines)
 		case tc.set && (n < 2 || rec.deadlines[0].Sub(start) < config.DefaultClientWrite || !rec.deadlines[n-1].IsZero()):
 			t.Errorf("stream %v: deadlines %v; want one client_write (%v) ahead, then cleared", tc.stream, rec.deadlines, config.DefaultClientWrite)
+		}
+	}
+}
+
+// endlessStream is an upstream handler that streams OpenAI chunks, each
+// with the content "word<i> " and pad, until its client goes away.
+func endlessStream(pad string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; r.Context().Err() == nil; i++ {
+			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"word%d %s\"}}]}\n\n", i, pad)
+			w.(http.Flusher).Flush()
+		}
+	}
+}
+
+// readUntilOutput reads the stream on conn until a content delta of
+// endlessStream arrived.
+func readUntilOutput(t *testing.T, conn net.Conn) {
+	t.Helper()
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		if strings.Contains(line, "word") {
+			return
 		}
 	}
 }

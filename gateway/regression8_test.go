@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -87,10 +88,7 @@ func TestRegression_WrongTypedContentRefused(t *testing.T) {
 // by the gateway's internal chain name ("openai:smart"); it names the
 // alias the client asked for.
 func TestRegression_AllOpenNamesTheClientsAlias(t *testing.T) {
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprint(w, `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`)
-	})
+	up := failingUpstream(t, http.StatusInternalServerError, "boom")
 	g := newGW(t, `
 listen: 127.0.0.1:0
 store: memory://
@@ -118,10 +116,7 @@ models:
 // and the handler panicked (the client saw the connection close with no
 // answer). It gets the last failure in its dialect.
 func TestRegression_BudgetOutAtFallbackAnswers(t *testing.T) {
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprint(w, `{"error":{"message":"down","type":"server_error","param":null,"code":null}}`)
-	})
+	up := failingUpstream(t, http.StatusServiceUnavailable, "down")
 	g := newGW(t, `
 listen: 127.0.0.1:0
 store: memory://
@@ -203,4 +198,13 @@ models:
 	if cost, err := budget.ParseUSD(resp.Header.Get("X-Belay-Cost-Usd")); err != nil || cost != rec.Cost {
 		t.Errorf("x-belay-cost-usd %q (%v); want the run's %v", resp.Header.Get("X-Belay-Cost-Usd"), err, rec.Cost)
 	}
+}
+
+// failingUpstream answers every request with status and an OpenAI error
+// whose message is msg.
+func failingUpstream(t *testing.T, status int, msg string) *httptest.Server {
+	return upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error":{"message":%q,"type":"server_error","param":null,"code":null}}`, msg)
+	})
 }
