@@ -26,6 +26,19 @@ type lineSignal struct {
 	lines chan string
 }
 
+// await returns the next matching line; it fails the test when none comes
+// within 10s (a failure guard) after what when says.
+func (l lineSignal) await(t *testing.T, when string) string {
+	t.Helper()
+	select {
+	case line := <-l.lines:
+		return line
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %q line 10s %s", l.match, when)
+		return ""
+	}
+}
+
 func (l lineSignal) Write(p []byte) (int, error) {
 	if s := string(p); strings.Contains(s, l.match) {
 		l.lines <- s
@@ -51,13 +64,9 @@ func TestClientGoneMidStreamIsNotBlamedOnTheUpstream(t *testing.T) {
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.Host, len(body), body)
 	readUntilOutput(t, conn) // the answer has started: a content delta arrived
 	conn.Close()
-	select {
-	case line := <-logged.lines:
-		if !strings.Contains(line, "the client closed its connection before the answer ended") || strings.Contains(line, "upstream deployment") {
-			t.Errorf("log line %q; want it to say the client closed its connection, not blame the upstream", line)
-		}
-	case <-time.After(10 * time.Second): // a failure guard
-		t.Fatal("no \"model call failed\" line 10s after the client went away")
+	line := logged.await(t, "after the client went away")
+	if !strings.Contains(line, "the client closed its connection before the answer ended") || strings.Contains(line, "upstream deployment") {
+		t.Errorf("log line %q; want it to say the client closed its connection, not blame the upstream", line)
 	}
 }
 
@@ -90,13 +99,9 @@ models:
 	body := `{"model":"m","stream":true,"max_tokens":100000,"messages":[{"role":"user","content":"hello"}]}`
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nX-Belay-Run-Id: stall-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.Host, len(body), body)
 	readUntilOutput(t, conn) // the answer has started; from here the client reads no more
-	select {
-	case line := <-logged.lines:
-		if !strings.Contains(line, "run=stall-1") || strings.Contains(line, "upstream deployment") {
-			t.Errorf("log line %q; want the stalled call's end, not blamed on the upstream", line)
-		}
-	case <-time.After(10 * time.Second): // a failure guard
-		t.Fatal("the call did not end 10s after its client stopped reading (client_write 200ms)")
+	line := logged.await(t, "after the client stopped reading (client_write 200ms)")
+	if !strings.Contains(line, "run=stall-1") || strings.Contains(line, "upstream deployment") {
+		t.Errorf("log line %q; want the stalled call's end, not blamed on the upstream", line)
 	}
 	if rec := g.run("stall-1"); rec.OutputTokens == 0 || rec.Cost <= 0 {
 		t.Errorf("run record %+v; want the output produced charged", rec)
