@@ -62,21 +62,18 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}()
 		defer func() {
 			if p := recover(); p != nil {
-				// Before the header, as a server whose connection closes
-				// before it answers: no response, an error (a reset, for
+				// Before the header: no response and an error, as for a
+				// connection closed before its answer (a reset, for
 				// http.ErrAbortHandler, which a simulated reset raises).
-				// After it, the body ends with the error.
-				var err error
+				// After it: the body ends with an error.
+				early := fmt.Errorf("inproc: handler panic before answering: %v: %w", p, io.ErrUnexpectedEOF)
+				late := fmt.Errorf("inproc: handler panic: %v: %w", p, io.ErrUnexpectedEOF)
 				if p == http.ErrAbortHandler {
-					err = fmt.Errorf("inproc: handler aborted: %w", io.ErrUnexpectedEOF)
-					if w.abort(fmt.Errorf("inproc: handler aborted before answering: %w", syscall.ECONNRESET)) {
-						err = syscall.ECONNRESET
-					}
-				} else {
-					err = fmt.Errorf("inproc: handler panic: %v: %w", p, io.ErrUnexpectedEOF)
-					w.abort(err)
+					early = fmt.Errorf("inproc: handler aborted before answering: %w", syscall.ECONNRESET)
+					late = fmt.Errorf("inproc: handler aborted: %w", io.ErrUnexpectedEOF)
 				}
-				pw.CloseWithError(err)
+				w.abort(early)
+				pw.CloseWithError(late)
 			}
 		}()
 		rt.h.ServeHTTP(w, sreq)
@@ -173,14 +170,12 @@ func (w *writer) writeHeader(status int) {
 }
 
 // abort ends the exchange with err instead of a response, if no header
-// was sent; it reports whether it did.
-func (w *writer) abort(err error) bool {
-	aborted := false
+// was sent.
+func (w *writer) abort(err error) {
 	w.once.Do(func() {
-		w.err, aborted = err, true
+		w.err = err
 		close(w.ready)
 	})
-	return aborted
 }
 
 func (w *writer) Write(p []byte) (int, error) {
