@@ -382,8 +382,7 @@ func (c *Config) resolve(lookup func(string) (string, bool)) error {
 	var first *Error
 	var others []string
 	try := func(s *Secret, field string) {
-		if err := s.resolve(field, lookup); err != nil {
-			e, _ := errors.AsType[*Error](err)
+		if e := s.resolve(field, lookup); e != nil {
 			if first == nil {
 				first = e
 			} else {

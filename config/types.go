@@ -134,8 +134,9 @@ func (s Secret) String() string {
 // IsSet reports whether the secret has a non-empty value.
 func (s Secret) IsSet() bool { return s.Value != "" }
 
-// resolve fills Value from Ref using lookup for env: references.
-func (s *Secret) resolve(field string, lookup func(string) (string, bool)) error {
+// resolve fills Value from Ref using lookup for env: references; a
+// reference that does not resolve is an *Error at field.
+func (s *Secret) resolve(field string, lookup func(string) (string, bool)) *Error {
 	name, isEnv := strings.CutPrefix(s.Ref, "env:")
 	if !isEnv {
 		s.Value = s.Ref
