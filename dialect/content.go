@@ -16,7 +16,6 @@ import "fmt"
 // Other part types are not checked further: what an image or a document
 // needs is the provider's to say, and it answers a 400 that belay relays.
 func CheckContent(c []byte, sep string, nullOK bool) *FieldError {
-	field := ""
 	i := skipSpace(c, 0)
 	if i == len(c) {
 		return nil
@@ -28,10 +27,10 @@ func CheckContent(c []byte, sep string, nullOK bool) *FieldError {
 		if nullOK {
 			return nil
 		}
-		return Field(field, "must be a string or an array of content parts, not null")
+		return Field("", "must be a string or an array of content parts, not null")
 	case '[':
 	default:
-		return Field(field, "must be a string or an array of content parts, not %s", kindOf(c[i]))
+		return Field("", "must be a string or an array of content parts, not %s", kindOf(c[i]))
 	}
 	n := 0
 	var bad *FieldError
@@ -49,9 +48,8 @@ func CheckContent(c []byte, sep string, nullOK bool) *FieldError {
 // checkPart checks one content part (valid JSON, no space around it); a
 // problem's Field is the path below the part.
 func checkPart(part []byte) *FieldError {
-	field := ""
 	if part[0] != '{' {
-		return Field(field, "must be an object, not %s", kindOf(part[0]))
+		return Field("", "must be an object, not %s", kindOf(part[0]))
 	}
 	var typ, text []byte
 	_ = EachMemberOfValid(part, func(name, value []byte) {
@@ -64,13 +62,13 @@ func checkPart(part []byte) *FieldError {
 	})
 	switch {
 	case typ == nil:
-		return Field(field+".type", "is required")
+		return Field(".type", "is required")
 	case typ[0] != '"':
-		return Field(field+".type", "must be a string, not %s", kindOf(typ[0]))
+		return Field(".type", "must be a string, not %s", kindOf(typ[0]))
 	case string(typ) == `"text"` && text == nil:
-		return Field(field+".text", "is required for a text part")
+		return Field(".text", "is required for a text part")
 	case string(typ) == `"text"` && text[0] != '"':
-		return Field(field+".text", "must be a string, not %s", kindOf(text[0]))
+		return Field(".text", "must be a string, not %s", kindOf(text[0]))
 	}
 	return nil
 }

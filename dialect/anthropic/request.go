@@ -158,9 +158,11 @@ var requestFields = dialect.FieldsOf(reflect.TypeFor[Request]())
 // Validate checks what belay relies on and what the Messages API requires
 // of every request: model, max_tokens >= 1, a non-empty messages array with
 // roles user or assistant and content present, a string or an array of
-// typed blocks (as is system; see dialect.CheckContent), and named tools. It returns a
-// *dialect.FieldError for the first problem ("messages.1.role" style paths
-// as Anthropic writes them). It does not check what only the provider can.
+// typed blocks (as is system; see dialect.CheckContent), and named tools.
+// It returns a *dialect.FieldError for the first problem ("messages.1.role"
+// style paths as Anthropic writes them). It does not check what only the
+// provider can. The raw members it reads (contents, system) must be valid
+// JSON, as ParseRequest's decoding leaves them.
 func (r *Request) Validate() error {
 	if r.Model == "" {
 		return dialect.Field("model", "is required")

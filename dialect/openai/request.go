@@ -218,11 +218,13 @@ var roles = map[string]bool{"system": true, "developer": true, "user": true, "as
 // Validate checks what belay relies on: a model, a non-empty messages array
 // whose roles are known and whose contents are strings or arrays of typed
 // parts (null only for an assistant or a function message, as OpenAI's
-// API reference allows; see dialect.CheckContent),
-// tool messages with a tool_call_id, function tools with names, positive
-// token limits, n in range and stop a string or an array of strings. It returns a *dialect.FieldError
-// for the first problem, naming the field as OpenAI does ("messages[1].role").
-// It does not check what only the provider can (model names, context size).
+// API reference allows; see dialect.CheckContent), tool messages with a
+// tool_call_id, function tools with names, positive token limits, n in
+// range and stop a string or an array of strings. It returns a
+// *dialect.FieldError for the first problem, naming the field as OpenAI
+// does ("messages[1].role"). It does not check what only the provider can
+// (model names, context size). The raw members it reads (contents, stop)
+// must be valid JSON, as ParseRequest's decoding leaves them.
 func (r *Request) Validate() error {
 	if r.Model == "" {
 		return dialect.Field("model", "is required")
@@ -264,17 +266,19 @@ func (r *Request) Validate() error {
 	return nil
 }
 
-// checkStop checks stop: absent, null, a string or an array of strings.
+// checkStop checks stop: absent, null, a string or an array of strings
+// (null elements are let through, as encoding/json decodes them into a
+// []string). stop is valid JSON: ParseRequest decoded it.
 func checkStop(stop json.RawMessage) error {
 	s := bytes.TrimSpace(stop)
 	if len(s) == 0 || s[0] == '"' || s[0] == 'n' {
 		return nil
 	}
-	if s[0] != '[' {
-		return dialect.Field("stop", "must be a string or an array of strings")
+	ok := s[0] == '['
+	if ok {
+		_ = dialect.EachElementOfValid(s, func(v []byte) { ok = ok && (v[0] == '"' || v[0] == 'n') })
 	}
-	var all []string
-	if err := json.Unmarshal(s, &all); err != nil {
+	if !ok {
 		return dialect.Field("stop", "must be a string or an array of strings")
 	}
 	return nil
