@@ -242,6 +242,8 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	if err := r.reserveAll(ctx, a, maxTurns, now, private); err != nil {
 		r.mu.Lock()
 		if s.Kind == KindModel {
+			// With the turn's removal, under one lock: a concurrent Admit
+			// must not see the turn counted and no longer reserving.
 			r.reserving--
 		}
 		r.unadmitLocked(a)
