@@ -59,7 +59,9 @@ func frontFor(d string) front {
 func (s *Server) serveModel(f front) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &call{s: s, f: f, w: w, r: r, start: time.Now()}
+		s.calls.Add(1)
 		status, err := c.serve()
+		s.calls.Add(-1)
 		if !c.writeBy.IsZero() {
 			// The server sets no write deadline of its own, so one set
 			// here would carry over to the connection's next request.
@@ -217,6 +219,12 @@ func (c *call) serve() (int, error) {
 		// store, and could outlive Stack.Close). The run's next call, on
 		// any connection, waits for it (run.Run.Admit).
 		_ = http.NewResponseController(c.w).Flush()
+		if s.calls.Load() == 1 {
+			// The only call in progress: the client the flush woke
+			// reads its answer before the settle runs. Under load the
+			// settle goes on at once, as every other call's work does.
+			yieldThread()
+		}
 		settle()
 	}
 	return status, werr

@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/belay-run/belay/breaker"
@@ -94,6 +95,8 @@ type Server struct {
 	unpriced map[string]bool
 	// probe runs /readyz's store probes.
 	probe readiness
+	// calls counts the model calls in progress (serveModel's handlers).
+	calls atomic.Int64
 }
 
 type aliasKey struct {
