@@ -84,6 +84,16 @@ func testSpans(t *testing.T, s store.Store) {
 	must(t, err)
 	sameSpans(t, got, []trace.Span{root, c, a, b})
 
+	// A span written twice in one batch ends as its later write, also
+	// when the two land in one multi-row statement.
+	d1, d2 := span("r4", "s-d", "", time.Second), span("r4", "s-e", "", 2*time.Second)
+	d1again := d1
+	d1again.End, d1again.Status, d1again.Name = at(5*time.Second), trace.StatusError, "chat again"
+	must(t, s.WriteSpans(ctx, []trace.Span{d1, d2, d1again}))
+	got, err = s.RunSpans(ctx, "r4")
+	must(t, err)
+	sameSpans(t, got, []trace.Span{d1again, d2})
+
 	if got, err := s.RunSpans(ctx, "absent"); err != nil || len(got) != 0 {
 		t.Errorf("RunSpans of an unknown run = %v, %v; want none, nil", got, err)
 	}
