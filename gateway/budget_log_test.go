@@ -62,3 +62,47 @@ func TestBudgetRefusalLogDetail(t *testing.T) {
 		t.Errorf("log names a reservation that has no id:\n%s", log)
 	}
 }
+
+// A call refused for its cost estimate says, when it set no max_tokens,
+// that the estimate holds the default output reservation and how to
+// lower it (newcomer finding: a 402 for "hi" under a $0.000001 limit did
+// not say why the estimate was $0.0025). A call that set max_tokens is
+// not told to.
+func TestBudgetRefusalNamesTheDefaultOutputReservation(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, regress6OK)
+	})
+	g := newGW(t, tokenLimitConfig(up.URL, "{max_cost_usd: 0.0000001}"), nil)
+	hint := "a call without max_tokens reserves 4096 output tokens; set max_tokens to reserve less"
+	resp, body := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 402 || !strings.Contains(body, hint) {
+		t.Errorf("without max_tokens: %d %s; want 402 with %q", resp.StatusCode, body, hint)
+	}
+	resp, body = g.do("POST", "/v1/chat/completions", `{"model":"m","max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 402 || strings.Contains(body, "max_tokens") {
+		t.Errorf("with max_tokens: %d %s; want 402 without the hint", resp.StatusCode, body)
+	}
+}
+
+// Sending back the run id the gateway made for a call is refused (its run
+// ended with the call), and the refusal says how to group calls (newcomer
+// finding: "run … has ended (succeeded)" and nothing more).
+func TestEndedRunRefusalSaysHowToGroupCalls(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, regress6OK)
+	})
+	g := newGW(t, tokenLimitConfig(up.URL, "{max_turns: 5}"), nil)
+	resp, body := g.do("POST", "/v1/chat/completions", chat)
+	if resp.StatusCode != 200 {
+		t.Fatalf("first call: %d %s", resp.StatusCode, body)
+	}
+	id := resp.Header.Get(gateway.HeaderRunID)
+	g.run(id) // written and evicted: the second call loads it from the store
+	resp, body = g.do("POST", "/v1/chat/completions", chat, gateway.HeaderRunID, id)
+	want := "has ended (succeeded): an ended run takes no more calls, and a run whose id the gateway made (no X-Belay-Run-Id sent) ends with its one call; to group calls in a run, send the same id of your own on each"
+	if resp.StatusCode != 409 || !strings.Contains(body, want) {
+		t.Errorf("second call with the gateway's run id: %d %s; want 409 with %q", resp.StatusCode, body, want)
+	}
+}

@@ -56,10 +56,17 @@ func inDialect(mux *http.ServeMux) http.Handler {
 			return
 		}
 		msg := fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
-		switch r.URL.Path {
-		case "/chat/completions", "/messages", "/models":
+		anthropicClient := r.Header.Get("Anthropic-Version") != ""
+		switch p := r.URL.Path; {
+		case p == "/messages" || p == "/models" && anthropicClient:
+			msg += fmt.Sprintf(" (did you mean /v1%s? an Anthropic client's base URL is http://HOST:PORT, without /v1: the client adds /v1%s itself)", p, p)
+		case p == "/chat/completions" || p == "/models":
 			// The client's base URL lacks /v1, a common slip.
-			msg += fmt.Sprintf(" (did you mean /v1%s? a client's base URL is http://HOST:PORT/v1 for OpenAI clients)", r.URL.Path)
+			msg += fmt.Sprintf(" (did you mean /v1%s? an OpenAI client's base URL is http://HOST:PORT/v1)", p)
+		case strings.HasPrefix(p, "/v1/v1/"):
+			// The other slip: /v1 in an Anthropic client's base URL
+			// (its SDK adds /v1 to the paths), or twice in another's.
+			msg += fmt.Sprintf(" (did you mean %s? the client added /v1 to a base URL that ends in /v1: an Anthropic client's base URL is http://HOST:PORT, an OpenAI client's http://HOST:PORT/v1)", strings.TrimPrefix(p, "/v1"))
 		}
 		if status == http.StatusMethodNotAllowed {
 			msg = fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow"))

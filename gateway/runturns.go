@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/belay-run/belay/budget"
@@ -135,6 +136,19 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
 		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out)})
 	if fe := failure.As(err); fe != nil {
+		if fe.Reason == failure.BudgetExceeded && a.MaxOutputTokens == 0 {
+			// Most of such an estimate is the default output reservation.
+			hinted := *fe
+			hinted.Message += fmt.Sprintf(" (a call without max_tokens reserves %d output tokens; set max_tokens to reserve less)", DefaultReserveOutputTokens)
+			fe = &hinted
+		}
+		if fe.Reason == failure.RunEnded {
+			// Often a client that sent back the run id the gateway made
+			// for one call.
+			hinted := *fe
+			hinted.Message += fmt.Sprintf(": an ended run takes no more calls, and a run whose id the gateway made (no %s sent) ends with its one call; to group calls in a run, send the same id of your own on each", HeaderRunID)
+			fe = &hinted
+		}
 		return nil, &runRefusal{fe: fe, limits: configLimits(r.Limits())}
 	}
 	if err != nil {

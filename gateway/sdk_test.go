@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -137,5 +138,24 @@ func TestAnthropicMessagesWithTools(t *testing.T) {
 	}
 	if out.StopReason != anthropic.StopReasonEndTurn || !strings.Contains(out.Content[0].Text, "sunny") || out.Usage.OutputTokens == 0 {
 		t.Errorf("streamed message = %+v", out)
+	}
+}
+
+// An Anthropic client whose base URL ends in /v1 (as an OpenAI client's
+// does) gets a typed not-found error that says to drop it (newcomer
+// finding: the 404 named /v1/v1/messages and gave no hint).
+func TestAnthropicBaseURLWithV1IsNamed(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	c := h.anthropic(aoption.WithBaseURL(h.gw.URL+"/v1"), aoption.WithMaxRetries(0))
+	_, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 16, Messages: anthropicMsg("hi")})
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
+		t.Fatalf("err = %v; want a 404 *anthropic.Error", err)
+	}
+	if !strings.Contains(ae.Error(), "did you mean /v1/messages?") || !strings.Contains(ae.Error(), "an Anthropic client's base URL is http://HOST:PORT,") {
+		t.Errorf("error %q does not tell the client to drop /v1 from its base URL", ae.Error())
+	}
+	if h.upstreamCalls("an-1") != 0 {
+		t.Error("the upstream was called")
 	}
 }

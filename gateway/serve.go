@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/belay-run/belay/budget"
@@ -255,23 +256,26 @@ func (st *Stack) Close(ctx context.Context) error {
 
 // Serve builds the whole gateway for cfg (Build) and serves on cfg.Listen
 // until ctx ends; then it shuts down and closes everything. This is what
-// `belay serve` runs. listening, when not nil, is called with the bound
-// address once the store is open and the port is bound (a port in use
-// fails before it).
+// `belay serve` runs. The port is bound first: one in use fails before
+// anything is built, with an error that says so. listening, when not nil,
+// is called with the bound address once the store is open too.
 func Serve(ctx context.Context, cfg *config.Config, listening func(net.Addr)) error {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("gateway: %w (another process listens on %s: give belay serve another address with --listen HOST:PORT or the config's listen:)", err, cfg.Listen)
+		}
+		return fmt.Errorf("gateway: %w", err)
+	}
 	st, err := Build(ctx, cfg, Options{})
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	var serr error
-	if ln, err := net.Listen("tcp", cfg.Listen); err != nil {
-		serr = fmt.Errorf("gateway: %w", err)
-	} else {
-		if listening != nil {
-			listening(ln.Addr())
-		}
-		serr = st.Server.Serve(ctx, ln)
+	if listening != nil {
+		listening(ln.Addr())
 	}
+	serr := st.Server.Serve(ctx, ln)
 	cerr := st.Close(context.WithoutCancel(ctx))
 	return errors.Join(serr, cerr)
 }
