@@ -37,6 +37,8 @@ type call struct {
 	req    *request
 	chain  []route.Deployment
 
+	turn      Turn   // the admitted turn (nil before admission)
+	quoted    bool   // turn.Quote was called for a stream's terminator
 	attempts  int    // attempts started so far
 	firstDep  string // the chain's first deployment
 	committed bool   // the response header has been written
@@ -60,8 +62,8 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &call{s: s, f: f, w: w, r: r, start: time.Now()}
 		s.calls.Add(1)
+		defer s.calls.Add(-1) // also when the handler panics
 		status, err := c.serve()
-		s.calls.Add(-1)
 		if !c.writeBy.IsZero() {
 			// The server sets no write deadline of its own, so one set
 			// here would carry over to the connection's next request.
@@ -155,6 +157,7 @@ func (c *call) serve() (int, error) {
 		// Not a refusal: the run layer could not use the store.
 		return c.storeUnavailable(err)
 	}
+	c.turn = turn
 	if c.asked != (config.Limits{}) { // the run's limits are read only when some were asked
 		c.limitsApply(turn.Limits())
 	}

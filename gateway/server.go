@@ -97,6 +97,9 @@ type Server struct {
 	probe readiness
 	// calls counts the model calls in progress (serveModel's handlers).
 	calls atomic.Int64
+	// finishWait bounds the read of an upstream body's end after its
+	// stream's terminator (afterTerminatorWait; tests lengthen it).
+	finishWait time.Duration
 }
 
 type aliasKey struct {
@@ -119,7 +122,7 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 	if deps.Runs == nil {
 		return nil, errors.New("gateway: Deps.Runs is required")
 	}
-	s := &Server{cfg: cfg, runs: deps.Runs, store: deps.Store, flush: deps.Flush, log: deps.Logger, metrics: newMetrics(),
+	s := &Server{finishWait: afterTerminatorWait, cfg: cfg, runs: deps.Runs, store: deps.Store, flush: deps.Flush, log: deps.Logger, metrics: newMetrics(),
 		unpriced: deps.Unpriced}
 	if st, ok := deps.Runs.(runStats); ok {
 		s.metrics.watchRuns(st.Stats)

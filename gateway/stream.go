@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -103,6 +104,14 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		if fol.strip(ev.Event, ev.Data) {
 			continue
 		}
+		if o.Terminator {
+			// Charged and announced to the run before the client has
+			// the terminator: a next call it sends at once waits for
+			// this step's settle and is admitted against what the step
+			// used, not its estimate.
+			c.chargeStream(d, fol)
+			c.quoteStream()
+		}
 		if !c.committed {
 			held = append(held, ev.Raw)
 			if !o.Output && !o.Terminator {
@@ -116,16 +125,22 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 				}
 			}
 			held = nil
+			if err == nil && o.Output && c.s.calls.Load() == 1 {
+				// The first output is out: the client it woke reads it
+				// before the rest is relayed (see serve's yield).
+				yieldThread()
+			}
 		} else {
 			err = c.relay(ev.Raw)
 		}
 		if err != nil { // the client went away
-			c.chargeStream(d, fol)
+			if !o.Terminator {
+				c.chargeStream(d, fol)
+			}
 			return afterCommit(clientGone(err))
 		}
 		if o.Terminator {
-			c.chargeStream(d, fol)
-			finishBody(resp.Body, wd)
+			finishBody(resp.Body, wd, c.s.finishWait)
 			return nil
 		}
 	}
@@ -141,7 +156,9 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 // read, at most afterTerminatorMax bytes and for at most
 // afterTerminatorWait; an upstream that sends more or holds its body open
 // has its connection closed as before. The client's stream has had its
-// terminator by then; only the end of its response waits.
+// terminator by then; only the end of its response waits, and so does a
+// next call of the run, which is admitted after this step's settle (the
+// step is quoted before the terminator is relayed: see quoteStream).
 const (
 	afterTerminatorMax  = 4 << 10
 	afterTerminatorWait = 100 * time.Millisecond
@@ -151,10 +168,11 @@ const (
 // within afterTerminatorWait; the call has succeeded.
 var errAfterTerminator = errors.New("the upstream's body did not end after its stream's terminator")
 
-// finishBody reads body to its end after a stream's terminator (see
-// afterTerminatorMax), discarding what it reads.
-func finishBody(body io.Reader, wd *watchdog) {
-	wd.arm(afterTerminatorWait, errAfterTerminator)
+// finishBody reads body to its end after a stream's terminator, at most
+// afterTerminatorMax bytes and for at most wait (see afterTerminatorMax),
+// discarding what it reads.
+func finishBody(body io.Reader, wd *watchdog, wait time.Duration) {
+	wd.arm(wait, errAfterTerminator)
 	_, _ = io.CopyN(io.Discard, body, afterTerminatorMax)
 	wd.arm(0, nil)
 }
@@ -296,6 +314,20 @@ func (c *call) guardWrite() {
 
 // chargeStream records the usage of a stream attempt: reported, or
 // estimated from the output characters.
+// quoteStream announces the stream's settle to its run (Turn.Quote, at
+// most once a call) with the charges so far: from here the run's next
+// admission waits for the settle.
+func (c *call) quoteStream() {
+	if c.turn == nil || c.quoted {
+		return
+	}
+	c.quoted = true
+	c.mu.Lock()
+	charges := slices.Clone(c.charges)
+	c.mu.Unlock()
+	c.turn.Quote(Outcome{Charges: charges})
+}
+
 func (c *call) chargeStream(d *route.Deployment, fol streamFollower) {
 	u, estimated := fol.usage()
 	c.charge(d, u, estimated)

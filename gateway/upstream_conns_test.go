@@ -136,6 +136,7 @@ func TestStreamKeepsUpstreamConnectionWhenItsEndComesLate(t *testing.T) {
 	up.Start()
 	t.Cleanup(up.Close)
 	g := newGW(t, tokenLimitConfig(up.URL, "{max_turns: 5}"), nil)
+	gateway.SetFinishWait(g.stack, time.Minute) // the end comes when the test sends it: no race with the wait
 	for i := range 3 {
 		req, _ := http.NewRequest("POST", g.srv.URL+"/v1/chat/completions",
 			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
