@@ -16,6 +16,8 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/dialect/anthropic"
+	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/route"
 )
@@ -418,7 +420,15 @@ func (c *call) readBody() ([]byte, *failure.Error) {
 func (s *Server) unknownModel(d failure.Dialect, model string) *failure.Error {
 	for _, m := range s.models {
 		if m.alias == model {
-			return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not served in the %s dialect (it is served as %v)", model, d, m.dialects))
+			var at []string
+			for _, md := range m.dialects {
+				path := openai.Path
+				if md == string(failure.DialectAnthropic) {
+					path = anthropic.Path
+				}
+				at = append(at, fmt.Sprintf("the %s dialect, POST %s", md, path))
+			}
+			return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not served in the %s dialect (it is served in %s)", model, d, strings.Join(at, "; ")))
 		}
 	}
 	served := s.servedIn(d)

@@ -159,3 +159,15 @@ func TestAnthropicBaseURLWithV1IsNamed(t *testing.T) {
 		t.Error("the upstream was called")
 	}
 }
+
+// A model served only in the other dialect is a 404 that names the
+// dialect and the endpoint that serves it (newcomer finding: "it is
+// served as [anthropic]").
+func TestModelOfTheOtherDialectNamesItsEndpoint(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	resp, body := h.post("/v1/chat/completions", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`, nil)
+	want := `model \"claude-sonnet-4-5\" is not served in the openai dialect (it is served in the anthropic dialect, POST /v1/messages)`
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, want) {
+		t.Errorf("%d %s; want 404 with %s", resp.StatusCode, body, want)
+	}
+}
