@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -166,19 +165,11 @@ func TestFinishStreamUpstreamFloodsAfterDone(t *testing.T) {
 // More events after [DONE], then the body's end: not relayed; the
 // connection is kept (the rest is under 4 KiB).
 func TestFinishStreamEventsAfterDoneAreNotRelayed(t *testing.T) {
-	var news atomic.Int64
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up, news := countingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		openAIStreamHead(w)
 		io.WriteString(w, chunk("LEAK")+"data: [DONE]\n\n")
-	}))
-	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			news.Add(1)
-		}
-	}
-	up.Start()
-	t.Cleanup(up.Close)
+	})
 	g := newGW(t, tokenLimitConfig(up.URL, "{max_turns: 5}"), nil)
 	gateway.SetFinishWait(g.stack, time.Minute) // the end comes when the test sends it: no race with the wait
 	for i := range 3 {
@@ -216,11 +207,10 @@ models:
 // Anthropic: the end after message_stop comes late; the connection is
 // kept, and a body held open ends the client's response promptly.
 func TestFinishAnthropicStreamEndAfterMessageStop(t *testing.T) {
-	var news atomic.Int64
 	release := make(chan struct{})
 	upGone := make(chan struct{}, 4)
 	var n atomic.Int64
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up, news := countingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, anthropicStreamEvents)
@@ -231,14 +221,7 @@ func TestFinishAnthropicStreamEndAfterMessageStop(t *testing.T) {
 		}
 		<-r.Context().Done() // held open
 		upGone <- struct{}{}
-	}))
-	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			news.Add(1)
-		}
-	}
-	up.Start()
-	t.Cleanup(up.Close)
+	})
 	g := newGW(t, anthropicOnlyConfig(up.URL), nil)
 	gateway.SetFinishWait(g.stack, time.Minute) // the end comes when the test sends it: no race with the wait
 	body := `{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`

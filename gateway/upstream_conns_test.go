@@ -117,9 +117,8 @@ models:
 // Closing the body at [DONE] closed the connection, and the next call
 // dialed a new one (5% of bench/gateway's sequential streams).
 func TestStreamKeepsUpstreamConnectionWhenItsEndComesLate(t *testing.T) {
-	var news atomic.Int64
 	release := make(chan struct{})
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up, news := countingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},"finish_reason":null}]}`+"\n\n")
@@ -127,14 +126,7 @@ func TestStreamKeepsUpstreamConnectionWhenItsEndComesLate(t *testing.T) {
 		io.WriteString(w, "data: [DONE]\n\n")
 		w.(http.Flusher).Flush()
 		<-release // the last chunk goes out when the handler returns
-	}))
-	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			news.Add(1)
-		}
-	}
-	up.Start()
-	t.Cleanup(up.Close)
+	})
 	g := newGW(t, tokenLimitConfig(up.URL, "{max_turns: 5}"), nil)
 	gateway.SetFinishWait(g.stack, time.Minute) // the end comes when the test sends it: no race with the wait
 	for i := range 3 {
@@ -164,4 +156,20 @@ func TestStreamKeepsUpstreamConnectionWhenItsEndComesLate(t *testing.T) {
 	if n := news.Load(); n != 1 {
 		t.Errorf("three streams in a row opened %d upstream connections; want 1 kept alive", n)
 	}
+}
+
+// countingUpstream starts an upstream serving h and counts the
+// connections it accepts.
+func countingUpstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var news atomic.Int64
+	up := httptest.NewUnstartedServer(h)
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			news.Add(1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	return up, &news
 }
