@@ -312,8 +312,6 @@ func (c *call) guardWrite() {
 	}
 }
 
-// chargeStream records the usage of a stream attempt: reported, or
-// estimated from the output characters.
 // quoteStream announces the stream's settle to its run (Turn.Quote, at
 // most once a call) with the charges so far: from here the run's next
 // admission waits for the settle.
@@ -328,6 +326,8 @@ func (c *call) quoteStream() {
 	c.turn.Quote(Outcome{Charges: charges})
 }
 
+// chargeStream records the usage of a stream attempt: reported, or
+// estimated from the output characters.
 func (c *call) chargeStream(d *route.Deployment, fol streamFollower) {
 	u, estimated := fol.usage()
 	c.charge(d, u, estimated)

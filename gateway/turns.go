@@ -70,8 +70,10 @@ type Turn interface {
 	// (later false: the charge must land first, so that the client's next
 	// call is admitted against it). From Quote until Settle returns,
 	// flushing the runs (as readers of the store do) waits for the
-	// settle. The gateway calls it at most once, before Settle, to send
-	// the cost with the answer and settle after it.
+	// settle. The gateway calls it at most once, before Settle: to send
+	// the cost with the answer and settle after it, and for a stream as
+	// its terminator goes out (the cost goes in the trailer), so that
+	// the run's next call waits for the settle.
 	Quote(o Outcome) (cost budget.USD, later bool)
 	// Settle charges what the call used, releases the rest of the
 	// reservation, records the step and its attempts, and returns the cost
