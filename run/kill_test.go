@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,5 +264,55 @@ func TestRefreshBegunBeforeAKillKeepsIt(t *testing.T) {
 	}
 	if _, ok := m.Killed(store.KillTenant, "acme"); !ok {
 		t.Error("the refresh that read the store before the kill dropped it from this process's flags")
+	}
+}
+
+// A killed run refuses its next step with the kill's reason (newcomer
+// finding: "run … was stopped (killed)" said neither who nor why), also
+// when another Manager loads the stopped record from the store.
+func TestKilledRunRefusalNamesTheKill(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.KillPoll = -1 })
+	ctx := context.Background()
+	r := f.start(t, Spec{ID: "killme", Tenant: "acme"})
+	if err := f.m.Kill(ctx, store.KillRun, r.ID(), "runaway loop"); err != nil {
+		t.Fatal(err)
+	}
+	want := "run killme was stopped (killed): killed by the kill switch (run killme): runaway loop"
+	_, err := r.Admit(ctx, modelStep(cents(1)))
+	if fe := failure.As(err); fe == nil || fe.Reason != failure.Killed || fe.Message != want {
+		t.Errorf("in memory: %v; want killed, %q", err, want)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: &recSink{}, Owner: "other-owner", KillPoll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	r2, err := m2.Get(ctx, "killme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r2.Admit(ctx, modelStep(cents(1)))
+	if fe := failure.As(err); fe == nil || fe.Reason != failure.Killed || fe.Message != want {
+		t.Errorf("loaded from the store: %v; want killed, %q", err, want)
+	}
+}
+
+func TestStopMessage(t *testing.T) {
+	for recErr, want := range map[string]string{
+		"fatal: killed: killed by the kill switch (tenant acme)": "killed by the kill switch (tenant acme)",
+		"fatal: budget_exceeded: token limit: 9 used":            "token limit: 9 used",
+		"abandoned: no process held the run":                     "abandoned: no process held the run",
+		"":                                                       "",
+	} {
+		reason := "killed"
+		if strings.Contains(recErr, "budget") {
+			reason = "budget_exceeded"
+		}
+		if got := stopMessage(recErr, reason); got != want {
+			t.Errorf("stopMessage(%q, %q) = %q; want %q", recErr, reason, got, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/belay-run/belay/budget"
@@ -498,6 +499,19 @@ func (r *Run) unadmitLocked(a *Admitted) {
 	delete(r.open, a)
 }
 
+// stopMessage returns what a stopped run's record says of its stop (its
+// Error, "fatal: killed: killed by the kill switch (run r1): runaway"),
+// without the kind and reason that the refusal names already.
+func stopMessage(recErr, reason string) string {
+	kind, rest, ok := strings.Cut(recErr, ": ")
+	if ok && !strings.Contains(kind, " ") {
+		if msg, ok := strings.CutPrefix(rest, reason+": "); ok {
+			return msg
+		}
+	}
+	return recErr
+}
+
 // checkLocked runs the admission checks before the budget, in order.
 func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 	if r.ended {
@@ -505,6 +519,9 @@ func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 			return refusal(failure.DeadlineExceeded, "run deadline of %v passed", r.rec.Limits.Deadline)
 		}
 		if r.rec.Status == store.RunStopped {
+			if why := stopMessage(r.rec.Error, r.rec.StopReason); why != "" {
+				return refusal(failure.Reason(r.rec.StopReason), "run %s was stopped (%s): %s", r.id, r.rec.StopReason, why)
+			}
 			return refusal(failure.Reason(r.rec.StopReason), "run %s was stopped (%s)", r.id, r.rec.StopReason)
 		}
 		return refusal(failure.RunEnded, "run %s has ended (%s)", r.id, r.rec.Status)
