@@ -216,7 +216,7 @@ func TestAdminKillUnservedName(t *testing.T) {
 
 	// Every name a flag can match is accepted: an alias, a provider model
 	// name, a deployment.
-	for _, body := range []string{`{"target":"model","name":"mixed"}`, `{"target":"model","name":"gpt-4o"}`, `{"target":"deployment","name":"an-2"}`} {
+	for _, body := range []string{`{"target":"model","name":"mixed"}`, `{"target":"model","name":"gpt-4o","reason":"runaway costs"}`, `{"target":"deployment","name":"an-2"}`} {
 		if st, m := h.admin("POST", "/admin/kill", body, "adm-key"); st != 200 {
 			t.Errorf("%s: %d %v", body, st, m)
 		}
@@ -226,6 +226,11 @@ func TestAdminKillUnservedName(t *testing.T) {
 	resp, body := h.post("/v1/chat/completions", `{"model":"big","messages":[{"role":"user","content":"hi"}]}`, nil)
 	if resp.StatusCode != 403 || !strings.Contains(body, `"code":"killed"`) {
 		t.Errorf("call to big after kill model gpt-4o: %d %s; want 403 killed", resp.StatusCode, body)
+	}
+	// The refusal names the flag and its reason (newcomer finding: a
+	// model's kill said neither).
+	if !strings.Contains(body, `disabled by a kill flag (model gpt-4o: runaway costs; undo with belay unkill)`) {
+		t.Errorf("refusal %s does not name the flag and its reason", body)
 	}
 
 	// A body of the wrong types is named in JSON's words, not Go's.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,8 +132,20 @@ func (c *call) serve() (int, error) {
 		}
 	}
 	if s.disabled != nil && allDisabled(c.chain, s.disabled) {
+		why := "belay kill deployment/model"
+		if k, ok := s.runs.(killReasoner); ok {
+			var flags []string
+			for _, d := range c.chain {
+				if f := k.DisabledBy(d); f != "" && !slices.Contains(flags, f) {
+					flags = append(flags, f)
+				}
+			}
+			if len(flags) > 0 {
+				why = strings.Join(flags, "; ")
+			}
+		}
 		return c.refuse(refusal(failure.Killed, fmt.Sprintf(
-			"every deployment of model %q is disabled by a kill flag (belay kill deployment/model; undo with belay unkill)", req.model)))
+			"every deployment of model %q is disabled by a kill flag (%s; undo with belay unkill)", req.model, why)))
 	}
 	// From here the call is counted in run id (a refusal by the run's
 	// limits stops that run); a request refused above never had a run.

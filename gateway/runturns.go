@@ -91,6 +91,28 @@ func (t *runTurns) Disabled(d route.Deployment) bool {
 	return ok
 }
 
+// killReasoner is implemented by a Turns that can say which kill flag
+// disables a deployment (runTurns): a refusal names it and its reason.
+type killReasoner interface {
+	DisabledBy(d route.Deployment) string
+}
+
+// DisabledBy returns the kill flag that disables d, as "deployment NAME"
+// or "model NAME" with its reason after a colon; "" when none does.
+func (t *runTurns) DisabledBy(d route.Deployment) string {
+	k, ok := t.m.Killed(store.KillDeployment, d.Name)
+	if !ok {
+		if k, ok = t.m.Killed(store.KillModel, d.Model); !ok {
+			return ""
+		}
+	}
+	flag := fmt.Sprintf("%s %s", k.Target, k.Name)
+	if k.Reason != "" {
+		flag += ": " + k.Reason
+	}
+	return flag
+}
+
 func (t *runTurns) SetKill(ctx context.Context, k store.Kill) error { return t.m.SetKill(ctx, k) }
 
 func (t *runTurns) Unkill(ctx context.Context, target store.KillTarget, name string) error {
