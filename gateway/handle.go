@@ -41,7 +41,6 @@ type call struct {
 	chain  []route.Deployment
 
 	turn      Turn   // the admitted turn (nil before admission)
-	quoted    bool   // turn.Quote was called for a stream's terminator
 	attempts  int    // attempts started so far
 	firstDep  string // the chain's first deployment
 	committed bool   // the response header has been written
@@ -131,21 +130,9 @@ func (c *call) serve() (int, error) {
 			}
 		}
 	}
-	if s.disabled != nil && allDisabled(c.chain, s.disabled) {
-		why := "belay kill deployment/model"
-		if k, ok := s.runs.(killReasoner); ok {
-			var flags []string
-			for _, d := range c.chain {
-				if f := k.DisabledBy(d); f != "" && !slices.Contains(flags, f) {
-					flags = append(flags, f)
-				}
-			}
-			if len(flags) > 0 {
-				why = strings.Join(flags, "; ")
-			}
-		}
+	if flags, all := s.killFlags(c.chain); all {
 		return c.refuse(refusal(failure.Killed, fmt.Sprintf(
-			"every deployment of model %q is disabled by a kill flag (%s; undo with belay unkill)", req.model, why)))
+			"every deployment of model %q is disabled by a kill flag (%s; undo with belay unkill)", req.model, strings.Join(flags, "; "))))
 	}
 	// From here the call is counted in run id (a refusal by the run's
 	// limits stops that run); a request refused above never had a run.
@@ -305,14 +292,26 @@ func deadlineNote(err error, res *route.Result) error {
 	return err
 }
 
-// allDisabled reports whether disabled holds for every deployment of chain.
-func allDisabled(chain []route.Deployment, disabled func(route.Deployment) bool) bool {
+// killFlags reports whether a kill flag disables every deployment of
+// chain and, if so, the flags, each once ("model gpt-4o: runaway").
+func (s *Server) killFlags(chain []route.Deployment) (flags []string, all bool) {
+	if s.disabled == nil {
+		return nil, false
+	}
 	for _, d := range chain {
-		if !disabled(d) {
-			return false
+		k, ok := s.disabled(d)
+		if !ok {
+			return nil, false
+		}
+		f := fmt.Sprintf("%s %s", k.Target, k.Name)
+		if k.Reason != "" {
+			f += ": " + k.Reason
+		}
+		if !slices.Contains(flags, f) {
+			flags = append(flags, f)
 		}
 	}
-	return true
+	return flags, true
 }
 
 // settleAfterAnswerMax is the largest answer body (bytes) written before

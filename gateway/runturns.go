@@ -52,9 +52,12 @@ type Killer interface {
 
 // Disabler is implemented by a Turns that knows which deployments an
 // operator disabled (kill flags on a deployment, or on the model it
-// serves); the router passes over them.
+// serves); the router passes over them, and a call none can serve is
+// refused naming the flags.
 type Disabler interface {
-	Disabled(d route.Deployment) bool
+	// Disabled returns the kill flag that disables d (its deployment's
+	// first, else its model's) and true; false when none does.
+	Disabled(d route.Deployment) (store.Kill, bool)
 }
 
 // noter is implemented by a Turns that can record an event on a run it
@@ -82,35 +85,12 @@ func (t *runTurns) Stats() run.Stats { return t.m.Stats() }
 // Holds reports whether this process holds run id (see run.Manager.Holds).
 func (t *runTurns) Holds(id string) bool { return t.m.Holds(id) }
 
-// Disabled reports whether d or its model carries a kill flag.
-func (t *runTurns) Disabled(d route.Deployment) bool {
-	if _, ok := t.m.Killed(store.KillDeployment, d.Name); ok {
-		return true
+// Disabled returns the kill flag on d, else the one on its model.
+func (t *runTurns) Disabled(d route.Deployment) (store.Kill, bool) {
+	if k, ok := t.m.Killed(store.KillDeployment, d.Name); ok {
+		return k, true
 	}
-	_, ok := t.m.Killed(store.KillModel, d.Model)
-	return ok
-}
-
-// killReasoner is implemented by a Turns that can say which kill flag
-// disables a deployment (runTurns): a refusal names it and its reason.
-type killReasoner interface {
-	DisabledBy(d route.Deployment) string
-}
-
-// DisabledBy returns the kill flag that disables d, as "deployment NAME"
-// or "model NAME" with its reason after a colon; "" when none does.
-func (t *runTurns) DisabledBy(d route.Deployment) string {
-	k, ok := t.m.Killed(store.KillDeployment, d.Name)
-	if !ok {
-		if k, ok = t.m.Killed(store.KillModel, d.Model); !ok {
-			return ""
-		}
-	}
-	flag := fmt.Sprintf("%s %s", k.Target, k.Name)
-	if k.Reason != "" {
-		flag += ": " + k.Reason
-	}
-	return flag
+	return t.m.Killed(store.KillModel, d.Model)
 }
 
 func (t *runTurns) SetKill(ctx context.Context, k store.Kill) error { return t.m.SetKill(ctx, k) }
@@ -158,18 +138,14 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
 		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out)})
 	if fe := failure.As(err); fe != nil {
-		if fe.Reason == failure.BudgetExceeded && a.MaxOutputTokens == 0 {
+		switch {
+		case fe.Reason == failure.BudgetExceeded && a.MaxOutputTokens == 0:
 			// Most of such an estimate is the default output reservation.
-			hinted := *fe
-			hinted.Message += fmt.Sprintf(" (a call without max_tokens reserves %d output tokens; set max_tokens to reserve less)", DefaultReserveOutputTokens)
-			fe = &hinted
-		}
-		if fe.Reason == failure.RunEnded {
+			fe = withHint(fe, fmt.Sprintf(" (a call without max_tokens reserves %d output tokens; set max_tokens to reserve less)", DefaultReserveOutputTokens))
+		case fe.Reason == failure.RunEnded:
 			// Often a client that sent back the run id the gateway made
 			// for one call.
-			hinted := *fe
-			hinted.Message += fmt.Sprintf(": an ended run takes no more calls, and a run whose id the gateway made (no %s sent) ends with its one call; to group calls in a run, send the same id of your own on each", HeaderRunID)
-			fe = &hinted
+			fe = withHint(fe, fmt.Sprintf(": an ended run takes no more calls, and a run whose id the gateway made (no %s sent) ends with its one call; to group calls in a run, send the same id of your own on each", HeaderRunID))
 		}
 		return nil, &runRefusal{fe: fe, limits: configLimits(r.Limits())}
 	}
@@ -178,6 +154,14 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	}
 	deadline, _ := r.Deadline()
 	return &runTurn{t: t, r: r, adm: adm, deadline: deadline}, nil
+}
+
+// withHint returns a copy of fe with hint added to its message (the run
+// layer's failure is not changed).
+func withHint(fe *failure.Error, hint string) *failure.Error {
+	c := *fe
+	c.Message += hint
+	return &c
 }
 
 // runRefusal is a refusal by an existing run (its limits, a kill, its

@@ -76,8 +76,9 @@ type Server struct {
 	runs  Turns
 	store store.Store
 	flush func(ctx context.Context, runID string) error
-	// disabled reports a deployment a kill flag disables (nil: none can).
-	disabled func(route.Deployment) bool
+	// disabled returns the kill flag that disables a deployment (nil:
+	// none can).
+	disabled func(route.Deployment) (store.Kill, bool)
 	router   *route.Router
 	// upstream sends the attempts. It is called directly, not through an
 	// http.Client: an attempt is one request, and a provider's redirect
@@ -154,7 +155,10 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 				slogString("from", from.String()))
 		}
 		if s.disabled != nil {
-			rcfg.Skip = func(d *route.Deployment) bool { return s.disabled(*d) }
+			rcfg.Skip = func(d *route.Deployment) bool {
+				_, off := s.disabled(*d)
+				return off
+			}
 		}
 		if s.router, err = route.New(rcfg); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)

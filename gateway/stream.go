@@ -312,14 +312,11 @@ func (c *call) guardWrite() {
 	}
 }
 
-// quoteStream announces the stream's settle to its run (Turn.Quote, at
-// most once a call) with the charges so far: from here the run's next
-// admission waits for the settle.
+// quoteStream announces the stream's settle to its run (Turn.Quote) with
+// the charges so far: from here the run's next admission waits for the
+// settle. It is called once a call: the terminator ends the attempt, and
+// the route with it; attempts run only after admission set c.turn.
 func (c *call) quoteStream() {
-	if c.turn == nil || c.quoted {
-		return
-	}
-	c.quoted = true
 	c.mu.Lock()
 	charges := slices.Clone(c.charges)
 	c.mu.Unlock()
