@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -76,18 +77,36 @@ func streamTo(t *testing.T, url, path, body, runID, terminator string) (*http.Re
 	}
 }
 
+// heldOpenUpstream starts an upstream that answers a complete OpenAI
+// stream and then holds its body open until the gateway cancels the
+// request; canceled receives once per request so canceled.
+func heldOpenUpstream(t *testing.T) (up *httptest.Server, canceled <-chan struct{}) {
+	gone := make(chan struct{}, 4)
+	up = upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		openAIStreamHead(w)
+		<-r.Context().Done()
+		gone <- struct{}{}
+	})
+	return up, gone
+}
+
+// awaitCanceled fails t unless canceled receives within a failure guard.
+func awaitCanceled(t *testing.T, canceled <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-canceled:
+	case <-time.After(10 * time.Second): // a failure guard
+		t.Fatal("the upstream request was never canceled")
+	}
+}
+
 // An upstream that holds its body open after [DONE]: the client's
 // response ends about afterTerminatorWait later, with its cost trailer;
 // the upstream request is canceled (no leak); nothing is logged as a
 // failure, and the run has no error.
 func TestFinishStreamUpstreamHoldsBodyOpenAfterDone(t *testing.T) {
-	upGone := make(chan struct{}, 4)
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		openAIStreamHead(w)
-		<-r.Context().Done()
-		upGone <- struct{}{}
-	})
+	up, upGone := heldOpenUpstream(t)
 	logs := &lockedLog{}
 	g := newGWOpts(t, tokenLimitConfig(up.URL, "{max_turns: 5}"),
 		gateway.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -108,11 +127,7 @@ func TestFinishStreamUpstreamHoldsBodyOpenAfterDone(t *testing.T) {
 	if c := resp.Trailer.Get("X-Belay-Cost-Usd"); c == "" || c == "0" {
 		t.Errorf("cost trailer %q", c)
 	}
-	select {
-	case <-upGone:
-	case <-time.After(10 * time.Second): // a failure guard
-		t.Fatal("the upstream request was never canceled")
-	}
+	awaitCanceled(t, upGone)
 	r := g.run("hold-1")
 	if r.Error != "" || r.OutputTokens != 1 || r.InputTokens != 3 {
 		t.Errorf("run %+v; want no error, usage 3/1", r)
@@ -152,11 +167,7 @@ func TestFinishStreamUpstreamFloodsAfterDone(t *testing.T) {
 	if el > endGuard {
 		t.Errorf("response ended %v after [DONE]", el)
 	}
-	select {
-	case <-upGone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upstream request was never canceled")
-	}
+	awaitCanceled(t, upGone)
 	if r := g.run("flood-1"); r.Error != "" || r.OutputTokens != 1 {
 		t.Errorf("run %+v", r)
 	}
@@ -247,11 +258,7 @@ func TestFinishAnthropicStreamEndAfterMessageStop(t *testing.T) {
 	if el > endGuard {
 		t.Errorf("held body: response ended %v after message_stop", el)
 	}
-	select {
-	case <-upGone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upstream request was never canceled")
-	}
+	awaitCanceled(t, upGone)
 	if r := g.run("an-held"); r.Error != "" || r.OutputTokens != 2 || r.InputTokens != 3 {
 		t.Errorf("run %+v", r)
 	}
@@ -261,13 +268,7 @@ func TestFinishAnthropicStreamEndAfterMessageStop(t *testing.T) {
 // gateway reads the upstream's end: the call succeeded; it is charged
 // its reported usage, and not logged as failed.
 func TestFinishClientLeavesDuringFinishBody(t *testing.T) {
-	upGone := make(chan struct{}, 4)
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		openAIStreamHead(w)
-		<-r.Context().Done()
-		upGone <- struct{}{}
-	})
+	up, upGone := heldOpenUpstream(t)
 	logs := &lockedLog{}
 	g := newGWOpts(t, tokenLimitConfig(up.URL, "{max_turns: 5}"),
 		gateway.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -290,11 +291,7 @@ func TestFinishClientLeavesDuringFinishBody(t *testing.T) {
 		}
 	}
 	conn.Close()
-	select {
-	case <-upGone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upstream request was never canceled")
-	}
+	awaitCanceled(t, upGone)
 	g.srv.Close() // waits for the gateway's handler (its settle)
 	r := g.run("leave-1")
 	if r.Error != "" || r.OutputTokens != 1 || r.InputTokens != 3 {
@@ -308,11 +305,7 @@ func TestFinishClientLeavesDuringFinishBody(t *testing.T) {
 // Shutdown while the gateway reads an upstream's end: the call finishes
 // promptly, and the stack closes.
 func TestFinishShutdownDuringFinishBody(t *testing.T) {
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		openAIStreamHead(w)
-		<-r.Context().Done()
-	})
+	up, _ := heldOpenUpstream(t)
 	g := newGW(t, tokenLimitConfig(up.URL, "{max_turns: 5}"), nil)
 	resp, br, _ := streamTo(t, g.srv.URL, "/v1/chat/completions", endStreamBody, "", "[DONE]")
 	closed := make(chan error, 1)

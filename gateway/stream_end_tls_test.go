@@ -61,11 +61,7 @@ func TestFinishOverNetHTTPTransport(t *testing.T) {
 			if el > endGuard || strings.TrimSpace(string(rest)) != "" {
 				t.Errorf("held body: end after %v, rest %q", el, rest)
 			}
-			select {
-			case <-upGone:
-			case <-time.After(10 * time.Second):
-				t.Fatal("upstream request never canceled")
-			}
+			awaitCanceled(t, upGone)
 		})
 	}
 }
