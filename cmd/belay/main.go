@@ -59,5 +59,26 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(evalCmd(), gateCmd())
 	addMore(root)
+	withUsage(root)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%s: %w (usage: %s; %s --help for its flags)", c.CommandPath(), err, c.UseLine(), c.CommandPath())
+	})
 	return root
+}
+
+// withUsage makes the argument-count errors of c and its subcommands name
+// the command and its usage line ("belay trace show: accepts 1 arg(s),
+// received 0 (usage: belay trace show RUN [flags])"), not only the count.
+func withUsage(c *cobra.Command) {
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return fmt.Errorf("%s: %w (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		withUsage(sub)
+	}
 }

@@ -179,6 +179,7 @@ func TestTraceShow(t *testing.T) {
 		"    attempt attempt openai-a  error  300ms  deployment=openai-a attempt=1 failure=rate_limited kind=transient",
 		"    attempt attempt openai-b  ok  800ms  deployment=openai-b attempt=2 wait_ms=90",
 		"  tool execute_tool issue_refund  ok  20ms  tool=issue_refund approval=ap-1 approval_state=approved outcome=executed",
+		"(no messages recorded: the trace's capture was off; capture: redacted or full in the config keeps them)",
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("trace show r1:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
@@ -193,6 +194,32 @@ func TestTraceShow(t *testing.T) {
 	var spans []trace.Span
 	if err := json.Unmarshal([]byte(out), &spans); err != nil || len(spans) != 5 || spans[0].SpanID != "r1-run" {
 		t.Errorf("--json: %d spans, err %v", len(spans), err)
+	}
+
+	// A run whose model call recorded its messages (as the gateway does:
+	// OpenAI choices, a JSON string) shows the answer under the call; one
+	// without messages (r1) says how to keep them.
+	m := runTrace("r2", trace.ToolReplayed)[1]
+	m.Attrs[trace.AttrInputMessages] = `[{"role":"user","content":"refund order A-17"}]`
+	m.Attrs[trace.AttrOutputMessages] = `[{"index":0,"message":{"role":"assistant","content":"I will refund it.",` +
+		`"tool_calls":[{"id":"c1","type":"function","function":{"name":"issue_refund","arguments":"{\"order\":\"A-17\"}"}}]},"finish_reason":"tool_calls"}]`
+	st, err := open.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.WriteSpans(context.Background(), []trace.Span{m})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = belay(t, url, "trace", "show", "r2")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "  model chat gpt-4o  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123\n"+
+		"    > \"I will refund it.\"\n"+
+		"    > tool call issue_refund({\"order\":\"A-17\"})\n"+
+		"    attempt attempt openai-a")
+	if strings.Contains(out, "no messages recorded") {
+		t.Errorf("r2 has messages, yet:\n%s", out)
 	}
 
 	_, _, err = belay(t, url, "trace", "show", "nope")
@@ -515,4 +542,44 @@ func TestUnlimitedConfig(t *testing.T) {
 			t.Errorf("%q: unlimited = %v, want %v", c.yaml, got, c.want)
 		}
 	}
+}
+
+func TestAnswerLines(t *testing.T) {
+	long := strings.Repeat("é", answerMax+5)
+	cases := []struct {
+		name string
+		v    any
+		want []string
+	}{
+		{"anthropic content", `[{"type":"text","text":"Paris."},{"type":"tool_use","id":"t1","name":"lookup","input":{"q":"x"}}]`,
+			[]string{`"Paris."`, `tool call lookup({"q":"x"})`}},
+		{"openai parts and refusal", `[{"message":{"role":"assistant","content":[{"type":"text","text":"a"}],"refusal":"no"}}]`,
+			[]string{`"a"`, `refusal "no"`}},
+		{"opentelemetry parts, decoded", []any{map[string]any{"role": "assistant", "parts": []any{
+			map[string]any{"type": "text", "content": "hi"}, map[string]any{"type": "tool_call", "name": "f", "arguments": map[string]any{"a": 1.0}}}}},
+			[]string{`"hi"`, `tool call f({"a":1})`}},
+		{"long text", `[{"type":"text","text":"` + long + `"}]`,
+			[]string{`"` + strings.Repeat("é", answerMax-1) + `… (7 more characters; --attrs prints all)`}},
+		{"other shape", `{"odd":true}`, []string{`{"odd":true}`}},
+		{"not JSON", `plain words`, []string{"plain words"}},
+		{"absent", nil, nil},
+		{"empty", "", nil},
+	}
+	for _, c := range cases {
+		if got := answerLines(c.v); !slices.Equal(got, c.want) {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// A wrong argument count or an unknown flag names the command and its
+// usage line, and is bad input (exit 2).
+func TestUsageErrorsNameTheCommand(t *testing.T) {
+	url := seed(t)
+	_, _, err := belay(t, url, "trace", "show")
+	wantCode(t, err, 2, "belay trace show: accepts 1 arg(s), received 0 (usage: belay trace show RUN [flags])")
+	_, _, err = belay(t, url, "trace", "diff", "a")
+	wantCode(t, err, 2, "usage: belay trace diff A B")
+	_, _, err = belay(t, url, "runs", "--colour")
+	wantCode(t, err, 2, "belay runs: unknown flag: --colour (usage: belay runs [flags]; belay runs --help for its flags)")
 }

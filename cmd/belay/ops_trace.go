@@ -247,8 +247,19 @@ func writeTrace(w io.Writer, run store.Run, spans []trace.Span, allAttrs bool) e
 	for _, i := range t.roots {
 		t.write(ew, i, 0, allAttrs)
 	}
+	if !allAttrs && !slices.ContainsFunc(spans, hasMessages) && slices.ContainsFunc(spans, isModelCall) {
+		fmt.Fprintln(ew, "(no messages recorded: the trace's capture was off; capture: redacted or full in the config keeps them)")
+	}
 	return ew.err
 }
+
+func hasMessages(s trace.Span) bool {
+	_, in := s.Attrs[trace.AttrInputMessages]
+	_, out := s.Attrs[trace.AttrOutputMessages]
+	return in || out
+}
+
+func isModelCall(s trace.Span) bool { return s.Kind == trace.KindModel }
 
 // tree orders spans by parent: children by start time, then span id. A span
 // whose parent is not among the spans is a root.
@@ -302,6 +313,11 @@ func (t *tree) write(w io.Writer, i, depth int, allAttrs bool) {
 		fmt.Fprintf(w, "  %s", strings.Join(attrs, " "))
 	}
 	fmt.Fprintln(w)
+	if !allAttrs { // --attrs prints the messages whole, as attributes
+		for _, l := range answerLines(s.Attrs[trace.AttrOutputMessages]) {
+			fmt.Fprintf(w, "%s  > %s\n", indent, l)
+		}
+	}
 	for _, e := range s.Events {
 		fmt.Fprintf(w, "%s  ! %s +%s", indent, e.Name, shortDuration(e.Time.Sub(s.Start)))
 		if ea := everyAttr(e.Attrs); len(ea) > 0 {
@@ -312,6 +328,111 @@ func (t *tree) write(w io.Writer, i, depth int, allAttrs bool) {
 	for _, c := range t.children[i] {
 		t.write(w, c, depth+1, allAttrs)
 	}
+}
+
+// answerMax is the most runes of one part of an answer trace show prints;
+// a longer part ends with how much more there is.
+const answerMax = 300
+
+// answerLines summarizes a model call's recorded answer (the
+// gen_ai.output.messages attribute: a JSON string, or its decoded value)
+// as lines: each text part quoted, each tool call as name(arguments), each
+// shortened to answerMax runes with the count of the rest. It reads the
+// shapes the gateway records, OpenAI's choices (message.content as a string
+// or parts, message.refusal, message.tool_calls) and Anthropic's content
+// blocks (text, tool_use), and OpenTelemetry GenAI output messages (parts
+// of type text and tool_call). A value of another shape is printed as
+// compact JSON. Nil or an empty string: no lines.
+func answerLines(v any) []string {
+	if s, ok := v.(string); ok {
+		if s == "" {
+			return nil
+		}
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			return []string{shorten(s)}
+		}
+	}
+	if v == nil {
+		return nil
+	}
+	var out []string
+	text := func(x any) {
+		if t, ok := x.(string); ok && t != "" {
+			out = append(out, shorten(strconv.Quote(t)))
+		}
+	}
+	call := func(name, args any) {
+		n, _ := name.(string)
+		a, ok := args.(string)
+		if !ok && args != nil {
+			a = attrString(args)
+		}
+		out = append(out, shorten("tool call "+n+"("+a+")"))
+	}
+	var part func(p map[string]any)
+	part = func(p map[string]any) {
+		switch p["type"] {
+		case "text":
+			text(p["text"])
+			text(p["content"]) // OpenTelemetry GenAI text part
+		case "tool_use":
+			call(p["name"], p["input"])
+		case "tool_call":
+			call(p["name"], p["arguments"])
+		case "refusal":
+			text(p["refusal"])
+		}
+	}
+	items, _ := v.([]any)
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		if msg, ok := m["message"].(map[string]any); ok { // an OpenAI choice
+			m = msg
+		}
+		switch c := m["content"].(type) {
+		case string:
+			text(c)
+		case []any:
+			for _, p := range c {
+				if pm, ok := p.(map[string]any); ok {
+					part(pm)
+				}
+			}
+		}
+		if r, ok := m["refusal"].(string); ok && r != "" {
+			out = append(out, shorten("refusal "+strconv.Quote(r)))
+		}
+		if tcs, ok := m["tool_calls"].([]any); ok {
+			for _, tc := range tcs {
+				tm, _ := tc.(map[string]any)
+				f, _ := tm["function"].(map[string]any)
+				call(f["name"], f["arguments"])
+			}
+		}
+		if parts, ok := m["parts"].([]any); ok { // an OpenTelemetry GenAI message
+			for _, p := range parts {
+				if pm, ok := p.(map[string]any); ok {
+					part(pm)
+				}
+			}
+		}
+		if _, ok := m["type"]; ok { // an Anthropic content block
+			part(m)
+		}
+	}
+	if len(out) == 0 {
+		return []string{shorten(attrString(v))}
+	}
+	return out
+}
+
+// shorten cuts s to answerMax runes, saying how many were left out.
+func shorten(s string) string {
+	r := []rune(s)
+	if len(r) <= answerMax {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d more characters; --attrs prints all)", string(r[:answerMax]), len(r)-answerMax)
 }
 
 func spanDuration(s trace.Span) string {
