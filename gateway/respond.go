@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
+	"github.com/belay-run/belay/breaker"
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/failure"
@@ -28,9 +31,64 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 // also carries x-should-retry: false: belay already retried and fell back
 // as far as the policy allows, and a client retry on top would multiply
 // the load on a failing provider.
+//
+// A call refused because every breaker of its chain is open is the
+// exception: nothing was sent upstream, and the chain can be tried again
+// when the first breaker lets a probe through. The answer (503 in OpenAI's
+// dialect, 529 in Anthropic's) then carries Retry-After (and OpenAI's
+// retry-after-ms) for that wait, its message says it, and it has no
+// x-should-retry: false, so the client's SDK retries per its own policy
+// (the OpenAI and Anthropic SDKs wait a Retry-After of up to 60 s). A retry
+// refused again costs no upstream attempt.
 func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
-	return c.refuse(fe)
+	if fe.Reason != failure.CircuitOpen {
+		return c.refuse(fe)
+	}
+	wait, ok := c.s.reopenIn(c.chain, time.Now())
+	if !ok {
+		return c.refuse(fe)
+	}
+	cp := *fe
+	cp.RetryAfter, cp.HasRetryAfter = wait, true
+	cp.Message = fmt.Sprintf("%s; a call may get through again in %s (Retry-After)", fe.Message, (wait + time.Second - 1).Truncate(time.Second))
+	c.f.writeFailure(c.w, &cp)
+	return statusOf(c.f, &cp), fe
 }
+
+// reopenIn returns how long after now the first breaker of chain lets a
+// call through again: the earliest end of an open breaker's open period,
+// or minProbeWait for a half-open breaker whose probes are in flight (or
+// a breaker closed since the refusal). Deployments disabled by a kill
+// flag do not reopen with time and are passed over; false when every
+// deployment is.
+func (s *Server) reopenIn(chain []route.Deployment, now time.Time) (time.Duration, bool) {
+	var wait time.Duration
+	found := false
+	for _, d := range chain {
+		if s.disabled != nil {
+			if _, off := s.disabled(d); off {
+				continue
+			}
+		}
+		b := s.router.Breaker(d.Name)
+		if b == nil {
+			continue
+		}
+		w := minProbeWait
+		if st := b.Stats(); st.State == breaker.Open {
+			w = max(st.OpenUntil.Sub(now), minProbeWait)
+		}
+		if !found || w < wait {
+			wait, found = w, true
+		}
+	}
+	return wait, found
+}
+
+// minProbeWait is the Retry-After of a refusal while a breaker's half-open
+// probes are in flight: their outcome decides within the attempt's
+// timeouts, and a client that comes back sooner is refused again.
+const minProbeWait = time.Second
 
 func statusOf(f front, fe *failure.Error) int {
 	if f.dialect() == failure.DialectAnthropic {

@@ -1,0 +1,99 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// With every breaker of its chain open, a call is refused without an
+// upstream attempt; the refusal says when the chain may be tried again
+// (Retry-After, and OpenAI's retry-after-ms) and does not forbid the
+// client's SDK a retry (no x-should-retry: false), in both dialects. A
+// deployment disabled by a kill flag does not count: it does not reopen
+// with time.
+func TestAllOpenRefusalSaysWhenToComeBack(t *testing.T) {
+	var calls atomic.Int64
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`))
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+admin_key: adm
+retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1, open_for: 1h}
+models:
+  - alias: m
+    deployments:
+      - `+openAIDep("a", "gpt-4o-mini", up.URL)+`
+      - `+openAIDep("b", "gpt-4o-mini", up.URL)+`
+  - alias: claude
+    deployments:
+      - {name: c, provider: anthropic, model: claude-sonnet-4-5, base_url: "`+up.URL+`", api_key: k}
+`, nil)
+	// Open a's and b's breakers (one 500 each), then c's.
+	if resp, body := g.do("POST", "/v1/chat/completions", chat); resp.StatusCode != 500 {
+		t.Fatalf("first call: %d %s; want the upstream's 500", resp.StatusCode, body)
+	}
+	claude := `{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+	if resp, body := g.do("POST", "/v1/messages", claude); resp.StatusCode != 500 {
+		t.Fatalf("first Anthropic call: %d %s; want the upstream's 500", resp.StatusCode, body)
+	}
+	before := calls.Load()
+
+	resp, body := g.do("POST", "/v1/chat/completions", chat)
+	_, code, msg := decodeError(t, body)
+	if resp.StatusCode != 503 || code != "circuit_open" {
+		t.Fatalf("%d %s; want 503 circuit_open", resp.StatusCode, body)
+	}
+	want := `route: alias "m": all 2 deployments' breakers are open (or the deployments are disabled); a call may get through again in 1h0m0s (Retry-After)`
+	if msg != want {
+		t.Errorf("message %q\nwant %q", msg, want)
+	}
+	ms, _ := strconv.ParseInt(resp.Header.Get("Retry-After-Ms"), 10, 64)
+	if ra := resp.Header.Get("Retry-After"); ra != "3600" || ms <= 3590_000 || ms > 3600_000 {
+		t.Errorf("Retry-After %q, retry-after-ms %d; want 3600 and just under 3,600,000", ra, ms)
+	}
+	if v := resp.Header.Get("X-Should-Retry"); v != "" {
+		t.Errorf("x-should-retry %q; want none, so the SDK may retry after Retry-After", v)
+	}
+
+	resp, body = g.do("POST", "/v1/messages", claude)
+	if resp.StatusCode != 529 || !strings.Contains(body, `"overloaded_error"`) || !strings.Contains(body, "may get through again in 1h0m0s") ||
+		resp.Header.Get("Retry-After") != "3600" || resp.Header.Get("X-Should-Retry") != "" {
+		t.Errorf("Anthropic: %d %v %s; want 529 overloaded_error with Retry-After 3600", resp.StatusCode, resp.Header, body)
+	}
+	if n := calls.Load() - before; n != 0 {
+		t.Errorf("the refused calls reached the upstream %d times", n)
+	}
+
+	// Killed, a deployment is passed over: with both of m's killed there
+	// is nothing to wait for (the kill refusal answers, x-should-retry:
+	// false); with one, the other's breaker gives the wait.
+	if st := g.adminPost(t, "/admin/kill", `{"target":"deployment","name":"a","reason":"test"}`, "adm"); st != 200 {
+		t.Fatalf("kill a: %d", st)
+	}
+	resp, _ = g.do("POST", "/v1/chat/completions", chat)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "3600" {
+		t.Errorf("a killed, b open: %d Retry-After %q; want 503 with b's wait", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if st := g.adminPost(t, "/admin/kill", `{"target":"deployment","name":"b","reason":"test"}`, "adm"); st != 200 {
+		t.Fatalf("kill b: %d", st)
+	}
+	resp, body = g.do("POST", "/v1/chat/completions", chat)
+	if resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-Should-Retry") != "false" || !strings.Contains(body, "kill flag") {
+		t.Errorf("both killed: %d %v %s; want the kill refusal, without Retry-After", resp.StatusCode, resp.Header, body)
+	}
+}
+
+// adminPost sends an admin API POST with key and returns the status.
+func (g *gw) adminPost(t *testing.T, path, body, key string) int {
+	t.Helper()
+	resp, _ := g.do("POST", path, body, "Authorization", "Bearer "+key)
+	return resp.StatusCode
+}
