@@ -1,11 +1,15 @@
 package gateway_test
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
 )
 
 // With every breaker of its chain open, a call is refused without an
@@ -96,4 +100,58 @@ func (g *gw) adminPost(t *testing.T, path, body, key string) int {
 	t.Helper()
 	resp, _ := g.do("POST", path, body, "Authorization", "Bearer "+key)
 	return resp.StatusCode
+}
+
+// Through the official OpenAI client: a call refused while the breaker is
+// open is retried by the SDK after the refusal's retry-after-ms, and then
+// goes through (the breaker's half-open probe) once the provider has
+// recovered. The upstream sees the failing call and the probe only.
+func TestAllOpenRefusalRetriedByTheSDKAfterTheWait(t *testing.T) {
+	var failing atomic.Bool
+	var calls atomic.Int64
+	failing.Store(true)
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if failing.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"back"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`))
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1, open_for: 300ms}
+models:
+  - alias: m
+    deployments:
+      - `+openAIDep("a", "gpt-4o-mini", up.URL)+`
+`, nil)
+	var requests atomic.Int64
+	c := openai.NewClient(ooption.WithBaseURL(g.srv.URL+"/v1"), ooption.WithAPIKey("placeholder"), ooption.WithMaxRetries(2),
+		ooption.WithMiddleware(func(r *http.Request, next ooption.MiddlewareNext) (*http.Response, error) {
+			requests.Add(1)
+			return next(r)
+		}))
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{Model: "m", Messages: userMsg("hi")}
+	if _, err := c.Chat.Completions.New(ctx, params); err == nil {
+		t.Fatal("first call succeeded; want the upstream's 500")
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("the SDK sent the failed call %d times; want once (x-should-retry: false)", n)
+	}
+	failing.Store(false)
+	requests.Store(0)
+	res, err := c.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatalf("second call: %v; want success after the SDK's retry", err)
+	}
+	if res.Choices[0].Message.Content != "back" || requests.Load() != 2 || calls.Load() != 2 {
+		t.Errorf("content %q after %d SDK requests, %d upstream calls; want \"back\" after 2 and 2",
+			res.Choices[0].Message.Content, requests.Load(), calls.Load())
+	}
 }

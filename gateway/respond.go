@@ -75,8 +75,8 @@ func (s *Server) reopenIn(chain []route.Deployment, now time.Time) (time.Duratio
 			continue
 		}
 		w := minProbeWait
-		if st := b.Stats(); st.State == breaker.Open {
-			w = max(st.OpenUntil.Sub(now), minProbeWait)
+		if st := b.Stats(); st.State == breaker.Open && st.OpenUntil.After(now) {
+			w = st.OpenUntil.Sub(now)
 		}
 		if !found || w < wait {
 			wait, found = w, true
