@@ -32,8 +32,8 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 // as far as the policy allows, and a client retry on top would multiply
 // the load on a failing provider.
 //
-// A call refused because every breaker of its chain is open is the
-// exception: nothing was sent upstream, and the chain can be tried again
+// A call refused because every breaker of its chain is open, before any
+// attempt, is the exception: nothing was sent upstream, and the chain can be tried again
 // when the first breaker lets a probe through. The answer (503 in OpenAI's
 // dialect, 529 in Anthropic's) then carries Retry-After (and OpenAI's
 // retry-after-ms) for that wait, its message says it, and it has no
@@ -41,7 +41,7 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 // (the OpenAI and Anthropic SDKs wait a Retry-After of up to 60 s). A retry
 // refused again costs no upstream attempt.
 func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
-	if fe.Reason != failure.CircuitOpen {
+	if fe.Reason != failure.CircuitOpen || c.attempts > 0 { // an attempt was sent: belay's retries were spent
 		return c.refuse(fe)
 	}
 	wait, ok := c.s.reopenIn(c.chain, time.Now())
