@@ -39,7 +39,7 @@ func (anthropicFront) errorEvent(e *failure.Error) []byte {
 }
 
 func (anthropicFront) newStream(r *request) streamFollower {
-	return &anthropicStream{prompt: r.promptTokens}
+	return &anthropicStream{prompt: r.promptTokens, acc: anthropic.Accumulator{Keep: r.keepAnswer}}
 }
 
 // usage decodes only the body's top-level "usage" member.
@@ -75,6 +75,8 @@ type anthropicStream struct {
 
 func (s *anthropicStream) add(_ string, data []byte) { _ = s.acc.Add(data) }
 func (s *anthropicStream) strip(string, []byte) bool { return false }
+
+func (s *anthropicStream) answer() []byte { return s.acc.Answer() }
 
 func (s *anthropicStream) reported() bool {
 	_, ok := s.acc.Usage()

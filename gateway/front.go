@@ -81,6 +81,9 @@ type request struct {
 	// client did not ask for; the gateway then strips it from the client's
 	// stream.
 	addedUsage bool
+	// keepAnswer is true when the trace records payloads: a stream
+	// follower then keeps the streamed answer (see streamFollower.answer).
+	keepAnswer bool
 }
 
 // streamFollower folds one upstream stream, event by event, for what the
@@ -97,6 +100,10 @@ type streamFollower interface {
 	// reported reports whether the provider stated usage in the stream so
 	// far (Anthropic's message_start; OpenAI's usage chunk).
 	reported() bool
+	// answer returns what the stream answered so far, in the shape of a
+	// non-streamed answer's member (OpenAI choices, Anthropic content),
+	// when the request's keepAnswer is set; nil otherwise.
+	answer() []byte
 }
 
 // setMember returns body (a JSON object the request parser has decoded)

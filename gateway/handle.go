@@ -45,6 +45,7 @@ type call struct {
 	firstDep  string // the chain's first deployment
 	committed bool   // the response header has been written
 	answer    *answer
+	streamed  streamFollower // the committed stream's follower (nil: none)
 	ttft      time.Duration
 	writeBy   time.Time // the write deadline set on the client's connection (zero: none)
 
@@ -116,6 +117,7 @@ func (c *call) serve() (int, error) {
 		return c.refuse(invalid(err))
 	}
 	c.req, c.alias = req, req.model
+	req.keepAnswer = s.cfg.Capture != config.CaptureOff
 	routeAlias, ok := s.aliases[aliasKey{c.f.dialect(), req.model}]
 	if !ok {
 		return c.refuse(s.unknownModel(c.f.dialect(), req.model))

@@ -75,7 +75,7 @@ func (openAIFront) errorEvent(e *failure.Error) []byte {
 }
 
 func (openAIFront) newStream(r *request) streamFollower {
-	return &openAIStream{addedUsage: r.addedUsage, prompt: r.promptTokens}
+	return &openAIStream{addedUsage: r.addedUsage, prompt: r.promptTokens, acc: openai.Accumulator{Keep: r.keepAnswer}}
 }
 
 // usage decodes only the body's top-level "usage" member (as
@@ -126,6 +126,8 @@ func (s *openAIStream) strip(_ string, data []byte) bool {
 	}
 	return len(c.Choices) == 0 && len(c.Usage) > 0 && string(c.Usage) != "null"
 }
+
+func (s *openAIStream) answer() []byte { return s.acc.Answer() }
 
 func (s *openAIStream) reported() bool {
 	_, ok := s.acc.Usage()

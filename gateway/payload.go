@@ -9,8 +9,8 @@ import (
 // payload returns the call's messages for the trace: the request's
 // messages (with the Anthropic system prompt when there is one), and the
 // answer's message (OpenAI choices, Anthropic content) for a non-streamed
-// call that succeeded. A streamed answer is not kept (belay relays it
-// without buffering), so only its input is recorded.
+// call that succeeded, or what a stream relayed to the client (whole or
+// cut), as its follower kept it (up to dialect.KeepMax bytes).
 //
 // Only the top level of each body is scanned (dialect.EachMember); a body
 // that is not a JSON object records nothing, and of a repeated member the
@@ -30,6 +30,9 @@ func (c *call) payload() (input, output string) {
 		input = string(b)
 	} else if msgs != nil {
 		input = string(msgs)
+	}
+	if c.streamed != nil {
+		return input, string(c.streamed.answer())
 	}
 	if a := c.answer; a != nil && a.status/100 == 2 {
 		var choices, content []byte

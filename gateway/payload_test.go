@@ -2,10 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 
@@ -59,5 +62,65 @@ func TestCapturedMessages(t *testing.T) {
 				t.Errorf("metrics lack belay_store_write_failures_total")
 			}
 		})
+	}
+}
+
+// A streamed answer is recorded as the non-streamed one is (OpenAI
+// choices with the text and tool calls, Anthropic content blocks), from
+// what the stream relayed: the tool call's name and arguments, the
+// Anthropic text (newcomer finding: streamed calls recorded no answer).
+func TestStreamedAnswerRecorded(t *testing.T) {
+	h := newHarness(t, harnessOpts{extra: "capture: full\n"})
+	ctx := context.Background()
+	var resp *http.Response
+	s := h.openai().Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+		Messages: userMsg("Weather in Paris?"), Tools: []openai.ChatCompletionToolUnionParam{weatherTool}}, ooption.WithResponseInto(&resp))
+	for s.Next() {
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	oaID := resp.Header.Get("X-Belay-Run-Id")
+
+	as := h.anthropic().Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 256,
+		Messages: anthropicMsg("hello there")}, aoption.WithResponseInto(&resp))
+	var msg anthropic.Message
+	for as.Next() {
+		if err := msg.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.Err(); err != nil {
+		t.Fatal(err)
+	}
+	anID := resp.Header.Get("X-Belay-Run-Id")
+
+	if err := h.stack.Runs.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.stack.Recorder.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	output := func(id string) string {
+		spans, err := h.stack.Store.RunSpans(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range spans {
+			if s.Kind == trace.KindModel {
+				out, _ := s.Attrs[trace.AttrOutputMessages].(string)
+				return out
+			}
+		}
+		return ""
+	}
+	want := `[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":`
+	if out := output(oaID); !strings.HasPrefix(out, want) ||
+		!strings.Contains(out, `"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}]`) {
+		t.Errorf("OpenAI streamed answer recorded as %s", out)
+	}
+	wantText, _ := json.Marshal(msg.Content[0].Text)
+	if out := output(anID); out != `[{"text":`+string(wantText)+`,"type":"text"}]` {
+		t.Errorf("Anthropic streamed answer recorded as %s; the client got %s", out, wantText)
 	}
 }

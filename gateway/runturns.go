@@ -214,7 +214,7 @@ func (t *runTurn) Quote(o Outcome) (budget.USD, bool) {
 
 func (t *runTurn) Settle(ctx context.Context, o Outcome) (budget.USD, error) {
 	if failOnly(o) {
-		return 0, t.adm.Fail(ctx, o.Err)
+		return 0, t.adm.FailWith(ctx, run.Outcome{Err: o.Err, InputMessages: o.InputMessages})
 	}
 	u, out := runOutcome(o, true)
 	err := t.adm.Settle(ctx, u, out)

@@ -118,6 +118,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 				continue
 			}
 			c.commit(d, resp.Header, o.Output)
+			c.streamed = fol
 			wd.arm(t.Idle.D(), errIdle)
 			for _, raw := range held {
 				if err = c.relay(raw); err != nil {

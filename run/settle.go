@@ -385,6 +385,17 @@ func (c *charger) try(ctx context.Context) error {
 // call Settle with zero usage and Outcome.Err instead. Fail after Settle or
 // Fail returns ErrSettled.
 func (a *Admitted) Fail(ctx context.Context, err error) error {
+	return a.FailWith(ctx, Outcome{Err: err})
+}
+
+// FailWith is Fail with what the step's record keeps of the call: o.Err
+// is the failure (as Fail's err), and o's messages (InputMessages,
+// OutputMessages) go on the step's span as on a settled one; its other
+// fields are ignored, since a failed step charges nothing. A gateway call
+// refused before any attempt (every breaker open) records the messages
+// it was refused with this way.
+func (a *Admitted) FailWith(ctx context.Context, o Outcome) error {
+	err := o.Err
 	if !a.close() {
 		return ErrSettled
 	}
@@ -406,7 +417,7 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 		r.mu.Lock()
 		r.lastFailed = true
 		r.mu.Unlock()
-		r.m.sink.Record(a.modelSpan(budget.Usage{}, Outcome{Err: err}, 0, false))
+		r.m.sink.Record(a.modelSpan(budget.Usage{}, Outcome{Err: err, InputMessages: o.InputMessages, OutputMessages: o.OutputMessages}, 0, false))
 	}
 	var perr error
 	if fe := failure.As(err); fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason) {

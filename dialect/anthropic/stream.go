@@ -1,6 +1,8 @@
 package anthropic
 
 import (
+	"encoding/json"
+
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/internal/fastjson"
 )
@@ -60,11 +62,114 @@ type DeltaUsage struct {
 // the earlier ones (they are cumulative). The zero value is ready to use; it
 // is not safe for concurrent use.
 type Accumulator struct {
+	// Keep, when set before the first Add, makes the accumulator keep the
+	// answer for Answer: the content blocks (text, thinking, tool_use
+	// with its input), up to dialect.KeepMax bytes in all.
+	Keep bool
+
 	usage    Usage
 	reported bool
 	chars    int64
 	stopped  bool
 	err      *ErrorObject
+
+	blocks  []keptBlock
+	size    int64
+	dropped int64
+}
+
+// keptBlock is a content block kept for Answer, by its stream index.
+type keptBlock struct {
+	index          int
+	typ, id, name  string
+	text, thinking []byte
+	input          []byte // tool_use: the input JSON as streamed
+	startInput     json.RawMessage
+}
+
+// add appends b to *dst within KeepMax; what does not fit is counted.
+func (a *Accumulator) add(dst *[]byte, b string) {
+	room := dialect.KeepMax - a.size
+	if int64(len(b)) > room {
+		a.dropped += int64(len(b)) - max(room, 0)
+		b = b[:max(room, 0)]
+	}
+	*dst = append(*dst, b...)
+	a.size += int64(len(b))
+}
+
+func (a *Accumulator) keep(ev *Event) {
+	if ev.Index == nil {
+		return
+	}
+	var b *keptBlock
+	for j := range a.blocks {
+		if a.blocks[j].index == *ev.Index {
+			b = &a.blocks[j]
+		}
+	}
+	if b == nil {
+		a.blocks = append(a.blocks, keptBlock{index: *ev.Index})
+		b = &a.blocks[len(a.blocks)-1]
+	}
+	switch {
+	case ev.Type == EventContentBlockStart && ev.ContentBlock != nil:
+		cb := ev.ContentBlock
+		b.typ, b.id, b.name = cb.Type, cb.ID, cb.Name
+		a.add(&b.text, cb.Text)
+		a.add(&b.thinking, cb.Thinking)
+		b.startInput = cb.Input
+	case ev.Type == EventContentBlockDelta && ev.Delta != nil:
+		d := ev.Delta
+		a.add(&b.text, d.Text)
+		a.add(&b.thinking, d.Thinking)
+		if d.PartialJSON != nil {
+			a.add(&b.input, *d.PartialJSON)
+		}
+	}
+}
+
+// Answer returns the kept answer (Keep) as the "content" array of a
+// non-streamed message: text blocks with their text, thinking blocks
+// with their thinking, tool_use blocks with id, name and input (the
+// streamed input JSON; as a string when it is not valid JSON, a stream
+// cut inside it). When the answer passed dialect.KeepMax, the last block
+// ends with a note of how many bytes were left out (as its text, or as an
+// extra text block). Nil without Keep or before any block.
+func (a *Accumulator) Answer() []byte {
+	if len(a.blocks) == 0 {
+		return nil
+	}
+	out := make([]map[string]any, 0, len(a.blocks)+1)
+	for _, b := range a.blocks {
+		m := map[string]any{"type": b.typ}
+		switch b.typ {
+		case "tool_use", "server_tool_use":
+			m["id"], m["name"] = b.id, b.name
+			in := json.RawMessage(b.input)
+			if len(in) == 0 {
+				in = b.startInput
+			}
+			switch {
+			case len(in) == 0:
+				m["input"] = map[string]any{}
+			case json.Valid(in):
+				m["input"] = in
+			default:
+				m["input"] = string(in)
+			}
+		case "thinking":
+			m["thinking"] = string(b.thinking)
+		default:
+			m["text"] = string(b.text)
+		}
+		out = append(out, m)
+	}
+	if a.dropped > 0 {
+		out = append(out, map[string]any{"type": "text", "text": dialect.DroppedNote(a.dropped)})
+	}
+	j, _ := json.Marshal(out)
+	return j
 }
 
 var _ dialect.Accumulator = (*Accumulator)(nil)
@@ -74,6 +179,9 @@ func (a *Accumulator) Add(data []byte) error {
 	var ev Event
 	if err := fastjson.Unmarshal(data, &ev); err != nil {
 		return err
+	}
+	if a.Keep {
+		a.keep(&ev)
 	}
 	switch ev.Type {
 	case EventMessageStart:

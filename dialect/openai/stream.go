@@ -53,11 +53,162 @@ type ToolCallDelta struct {
 // Accumulator folds an OpenAI stream; see dialect.Accumulator. The zero
 // value is ready to use; it is not safe for concurrent use.
 type Accumulator struct {
+	// Keep, when set before the first Add, makes the accumulator keep the
+	// answer for Answer: each choice's text, refusal and tool calls, up
+	// to dialect.KeepMax bytes in all.
+	Keep bool
+
 	usage    *Usage
 	chars    int64
 	done     bool
 	finished bool
 	err      *ErrorObject
+	kept     keptAnswer
+}
+
+// keptAnswer is what Keep keeps: the choices by index, and the bytes
+// left out past dialect.KeepMax.
+type keptAnswer struct {
+	choices []keptChoice
+	size    int64
+	dropped int64
+}
+
+type keptChoice struct {
+	index   int
+	content []byte
+	refusal []byte
+	calls   []keptCall
+	finish  string
+	seen    bool // content or refusal began (null stays null otherwise)
+}
+
+type keptCall struct {
+	index         int
+	id, typ, name string
+	arguments     []byte
+}
+
+// add appends b to *dst within KeepMax; what does not fit is counted.
+func (k *keptAnswer) add(dst *[]byte, b string) {
+	room := dialect.KeepMax - k.size
+	if int64(len(b)) > room {
+		k.dropped += int64(len(b)) - max(room, 0)
+		b = b[:max(room, 0)]
+	}
+	*dst = append(*dst, b...)
+	k.size += int64(len(b))
+}
+
+func (k *keptAnswer) choice(i int) *keptChoice {
+	for j := range k.choices {
+		if k.choices[j].index == i {
+			return &k.choices[j]
+		}
+	}
+	k.choices = append(k.choices, keptChoice{index: i})
+	return &k.choices[len(k.choices)-1]
+}
+
+func (c *keptChoice) call(i int) *keptCall {
+	for j := range c.calls {
+		if c.calls[j].index == i {
+			return &c.calls[j]
+		}
+	}
+	c.calls = append(c.calls, keptCall{index: i})
+	return &c.calls[len(c.calls)-1]
+}
+
+func (a *Accumulator) keep(ch ChunkChoice) {
+	c := a.kept.choice(ch.Index)
+	d := ch.Delta
+	if d.Content != nil {
+		c.seen = true
+		a.kept.add(&c.content, *d.Content)
+	}
+	if d.Refusal != nil {
+		a.kept.add(&c.refusal, *d.Refusal)
+	}
+	for _, tc := range d.ToolCalls {
+		k := c.call(tc.Index)
+		k.id = cmpOr(k.id, tc.ID)
+		k.typ = cmpOr(k.typ, tc.Type)
+		k.name += tc.Function.Name
+		a.kept.add(&k.arguments, tc.Function.Arguments)
+	}
+	if ch.FinishReason != nil {
+		c.finish = *ch.FinishReason
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Answer returns the kept answer (Keep) as the "choices" array of a
+// non-streamed chat.completion: each choice's index, its message (role
+// assistant, content, refusal, tool_calls) and finish_reason (null when
+// the stream ended before it). When the answer passed dialect.KeepMax,
+// the last kept text ends with a note of how many bytes were left out. Nil
+// without Keep or before any choice.
+func (a *Accumulator) Answer() []byte {
+	if len(a.kept.choices) == 0 {
+		return nil
+	}
+	type call struct {
+		ID       string       `json:"id,omitempty"`
+		Type     string       `json:"type"`
+		Function FunctionCall `json:"function"`
+	}
+	type message struct {
+		Role      string  `json:"role"`
+		Content   *string `json:"content"`
+		Refusal   *string `json:"refusal,omitempty"`
+		ToolCalls []call  `json:"tool_calls,omitempty"`
+	}
+	type choice struct {
+		Index        int     `json:"index"`
+		Message      message `json:"message"`
+		FinishReason *string `json:"finish_reason"`
+	}
+	out := make([]choice, 0, len(a.kept.choices))
+	for _, c := range a.kept.choices {
+		m := message{Role: "assistant"}
+		if c.seen {
+			s := string(c.content)
+			m.Content = &s
+		}
+		if len(c.refusal) > 0 {
+			s := string(c.refusal)
+			m.Refusal = &s
+		}
+		for _, k := range c.calls {
+			typ := cmpOr(k.typ, "function")
+			m.ToolCalls = append(m.ToolCalls, call{ID: k.id, Type: typ, Function: FunctionCall{Name: k.name, Arguments: string(k.arguments)}})
+		}
+		ch := choice{Index: c.index, Message: m}
+		if c.finish != "" {
+			f := c.finish
+			ch.FinishReason = &f
+		}
+		out = append(out, ch)
+	}
+	if a.kept.dropped > 0 {
+		last := &out[len(out)-1].Message
+		note := dialect.DroppedNote(a.kept.dropped)
+		if last.Content == nil {
+			last.Content = &note
+		} else {
+			s := *last.Content + note
+			last.Content = &s
+		}
+	}
+	b, _ := json.Marshal(out)
+	return b
 }
 
 var _ dialect.Accumulator = (*Accumulator)(nil)
@@ -86,6 +237,9 @@ func (a *Accumulator) Add(data []byte) error {
 		a.usage = &u
 	}
 	for _, ch := range c.Choices {
+		if a.Keep {
+			a.keep(ch)
+		}
 		d := ch.Delta
 		if d.Content != nil {
 			a.chars += int64(len(*d.Content))
