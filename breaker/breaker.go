@@ -169,6 +169,22 @@ func (b *Breaker) Allow() (Ticket, error) {
 	return t, err
 }
 
+// Refusing reports whether Allow would refuse a call now: the breaker is
+// open, or half-open with all its probes in flight. A closed breaker
+// answers without reading the clock.
+func (b *Breaker) Refusing() bool {
+	b.mu.Lock()
+	if b.state == Closed {
+		b.mu.Unlock()
+		return false
+	}
+	ch := b.tick(time.Now())
+	refusing := b.state == Open || b.state == HalfOpen && b.probes >= b.s.HalfOpenProbes
+	b.mu.Unlock()
+	b.notify(ch)
+	return refusing
+}
+
 // State returns the current state. An open breaker whose open duration has
 // passed reports HalfOpen (and moves there, calling the listener) even if no
 // call has been made since it opened.

@@ -55,7 +55,7 @@ models:
 	if resp.StatusCode != 503 || code != "circuit_open" {
 		t.Fatalf("%d %s; want 503 circuit_open", resp.StatusCode, body)
 	}
-	want := `route: alias "m": all 2 deployments' breakers are open (or the deployments are disabled); a call may get through again in 1h0m0s (Retry-After)`
+	want := `every deployment of model "m" has its circuit breaker open (a, b); a call may get through again in 1h0m0s (Retry-After)`
 	if msg != want {
 		t.Errorf("message %q\nwant %q", msg, want)
 	}
@@ -74,6 +74,19 @@ models:
 	}
 	if n := calls.Load() - before; n != 0 {
 		t.Errorf("the refused calls reached the upstream %d times", n)
+	}
+
+	// The refusal comes before the call counts in a run: an SDK's retries
+	// of it use none of the run's turns (adversary finding: at max_turns
+	// 2, the second retry was refused for the turns and the run stopped).
+	for i := range 4 {
+		resp, body := g.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "r-open", "X-Belay-Max-Turns", "2")
+		if resp.StatusCode != 503 || !strings.Contains(body, "circuit_open") {
+			t.Fatalf("refusal %d: %d %s; want 503 circuit_open each time", i+1, resp.StatusCode, body)
+		}
+	}
+	if g.stack.Runs.Holds("r-open") {
+		t.Errorf("run r-open was started by calls refused before they counted")
 	}
 
 	// Killed, a deployment is passed over: with both of m's killed there

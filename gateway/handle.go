@@ -136,6 +136,11 @@ func (c *call) serve() (int, error) {
 		return c.refuse(refusal(failure.Killed, fmt.Sprintf(
 			"every deployment of model %q is disabled by a kill flag (%s; undo with belay unkill)", req.model, strings.Join(flags, "; "))))
 	}
+	if s.allRefusing(c.chain) {
+		if wait, ok := s.reopenIn(c.chain, time.Now()); ok {
+			return c.refuseAllOpen(wait)
+		}
+	}
 	// From here the call is counted in run id (a refusal by the run's
 	// limits stops that run); a request refused above never had a run.
 	c.runID = id

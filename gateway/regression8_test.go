@@ -105,7 +105,7 @@ models:
 	}
 	resp, body := g.do("POST", "/v1/chat/completions", smart)
 	_, code, msg := decodeError(t, body)
-	want := `route: alias "smart": its deployment's breaker is open (or the deployment is disabled); a call may get through again in 1h0m0s (Retry-After)`
+	want := `every deployment of model "smart" has its circuit breaker open (d); a call may get through again in 1h0m0s (Retry-After)`
 	if resp.StatusCode != 503 || code != "circuit_open" || msg != want {
 		t.Fatalf("%d %s; want 503 circuit_open: %s", resp.StatusCode, body, want)
 	}

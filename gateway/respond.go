@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/belay-run/belay/breaker"
@@ -30,29 +31,72 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 // refuseUpstream writes the failure belay gave up on after routing. It
 // also carries x-should-retry: false: belay already retried and fell back
 // as far as the policy allows, and a client retry on top would multiply
-// the load on a failing provider.
-//
-// A call refused because every breaker of its chain is open, before any
-// attempt, is the exception: nothing was sent upstream, and the chain can be tried again
-// when the first breaker lets a probe through. The answer (503 in OpenAI's
-// dialect, 529 in Anthropic's) then carries Retry-After (and OpenAI's
-// retry-after-ms) for that wait, its message says it, and it has no
-// x-should-retry: false, so the client's SDK retries per its own policy
-// (the OpenAI and Anthropic SDKs wait a Retry-After of up to 60 s). A retry
-// refused again costs no upstream attempt.
+// the load on a failing provider. A refusal by every breaker of the chain
+// before any attempt (a breaker opened after serve's check, below) also
+// says when one lets a call through (see openFailure); the call was
+// counted in its run, so x-should-retry: false stays.
 func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
-	if fe.Reason != failure.CircuitOpen || c.attempts > 0 { // an attempt was sent: belay's retries were spent
-		return c.refuse(fe)
+	if fe.Reason == failure.CircuitOpen && c.attempts == 0 {
+		if wait, ok := c.s.reopenIn(c.chain, time.Now()); ok {
+			out := openFailure(fe.Message, wait)
+			c.w.Header().Set(HeaderShouldRetry, "false")
+			c.f.writeFailure(c.w, out)
+			return statusOf(c.f, out), fe
+		}
 	}
-	wait, ok := c.s.reopenIn(c.chain, time.Now())
-	if !ok {
-		return c.refuse(fe)
+	return c.refuse(fe)
+}
+
+// refuseAllOpen answers a call whose every deployment's breaker refuses
+// calls now (open, or half-open with its probes in flight), before the
+// call is counted in a run: nothing was sent upstream and no turn was
+// used. The answer (503 circuit_open in OpenAI's dialect, 529
+// overloaded_error in Anthropic's) carries Retry-After (and OpenAI's
+// retry-after-ms) for when the first breaker lets a call through, says it
+// in the message, and has no x-should-retry: false, so the client's SDK
+// retries per its own policy (the OpenAI and Anthropic SDKs wait a
+// Retry-After of up to 60 s); a retry refused again costs no upstream
+// attempt and no turn.
+func (c *call) refuseAllOpen(wait time.Duration) (int, error) {
+	names := make([]string, 0, len(c.chain))
+	for _, d := range c.chain {
+		names = append(names, d.Name)
 	}
-	cp := *fe
-	cp.RetryAfter, cp.HasRetryAfter = wait, true
-	cp.Message = fmt.Sprintf("%s; a call may get through again in %s (Retry-After)", fe.Message, (wait + time.Second - 1).Truncate(time.Second))
-	c.f.writeFailure(c.w, &cp)
-	return statusOf(c.f, &cp), fe
+	msg := fmt.Sprintf("every deployment of model %q has its circuit breaker open (%s)", c.alias, strings.Join(names, ", "))
+	out := openFailure(msg, wait)
+	c.f.writeFailure(c.w, out)
+	return statusOf(c.f, out), out
+}
+
+// openFailure is the CircuitOpen failure with message msg, and the wait
+// after which a breaker lets a call through as its Retry-After (rounded
+// up to the millisecond: a client that waits exactly that long is not
+// early) and in the message.
+func openFailure(msg string, wait time.Duration) *failure.Error {
+	wait = max((wait+time.Millisecond-1).Truncate(time.Millisecond), time.Millisecond)
+	return &failure.Error{Kind: failure.Degraded, Reason: failure.CircuitOpen, Cause: breaker.ErrOpen,
+		RetryAfter: wait, HasRetryAfter: true,
+		Message: fmt.Sprintf("%s; a call may get through again in %s (Retry-After)", msg, (wait+time.Second-1).Truncate(time.Second))}
+}
+
+// allRefusing reports whether the breaker of every deployment of chain
+// not disabled by a kill flag refuses calls now (false when none is
+// left: the kill refusal answers those).
+func (s *Server) allRefusing(chain []route.Deployment) bool {
+	n := 0
+	for _, d := range chain {
+		if s.disabled != nil {
+			if _, off := s.disabled(d); off {
+				continue
+			}
+		}
+		b := s.router.Breaker(d.Name)
+		if b == nil || !b.Refusing() {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // reopenIn returns how long after now the first breaker of chain lets a

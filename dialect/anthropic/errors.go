@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/belay-run/belay/dialect/sse"
 	"github.com/belay-run/belay/failure"
@@ -114,7 +115,8 @@ var errorSpecs = map[failure.Reason]ErrorSpec{
 func WriteFailure(w http.ResponseWriter, err *failure.Error) {
 	s := ErrorFor(err.Reason)
 	if err.HasRetryAfter && (s.Status == 429 || s.Status == 529) {
-		SetRetryAfter(w.Header(), err.RetryAfter.Milliseconds())
+		// Rounded up: a client that waits exactly this long is not early.
+		SetRetryAfter(w.Header(), (err.RetryAfter + time.Millisecond - 1).Milliseconds())
 	}
 	msg := err.Message
 	if msg == "" {
