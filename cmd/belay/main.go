@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -66,16 +67,45 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// withUsage makes the argument-count errors of c and its subcommands name
-// the command and its usage line ("belay trace show: accepts 1 arg(s),
-// received 0 (usage: belay trace show RUN [flags])"), not only the count.
+// withUsage makes the argument errors of c and its subcommands name the
+// command and its usage line ("belay trace show: accepts 1 arg(s),
+// received 0 (usage: belay trace show RUN [flags])"), not only the count;
+// a command that takes no arguments says so. A command group (trace,
+// trace golden, approvals) given an unknown subcommand is a usage error
+// naming it, with cobra's suggestions, not its help with exit 0; alone it
+// prints its help.
 func withUsage(c *cobra.Command) {
-	if args := c.Args; args != nil {
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		c.Args = func(cmd *cobra.Command, a []string) error {
-			if err := args(cmd, a); err != nil {
-				return fmt.Errorf("%s: %w (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
+			if len(a) == 0 {
+				return nil
 			}
-			return nil
+			msg := fmt.Sprintf("unknown command %q for %q", a[0], cmd.CommandPath())
+			if cmd.SuggestionsMinimumDistance <= 0 {
+				cmd.SuggestionsMinimumDistance = 2 // cobra sets it on the root only
+			}
+			if sugg := cmd.SuggestionsFor(a[0]); len(sugg) > 0 {
+				msg += "; did you mean " + strings.Join(sugg, " or ") + "?"
+			}
+			var subs []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() {
+					subs = append(subs, sub.Name())
+				}
+			}
+			return fmt.Errorf("%s (its commands: %s)", msg, strings.Join(subs, ", "))
+		}
+	} else if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			err := args(cmd, a)
+			switch {
+			case err == nil:
+				return nil
+			case !cmd.HasSubCommands() && len(a) > 0 && strings.HasPrefix(err.Error(), "unknown command"): // cobra.NoArgs
+				return fmt.Errorf("%s takes no arguments; got %q (usage: %s)", cmd.CommandPath(), a[0], cmd.UseLine())
+			}
+			return fmt.Errorf("%s: %w (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
 		}
 	}
 	for _, sub := range c.Commands() {

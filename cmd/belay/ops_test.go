@@ -179,7 +179,7 @@ func TestTraceShow(t *testing.T) {
 		"    attempt attempt openai-a  error  300ms  deployment=openai-a attempt=1 failure=rate_limited kind=transient",
 		"    attempt attempt openai-b  ok  800ms  deployment=openai-b attempt=2 wait_ms=90",
 		"  tool execute_tool issue_refund  ok  20ms  tool=issue_refund approval=ap-1 approval_state=approved outcome=executed",
-		"(no messages recorded: the trace's capture was off; capture: redacted or full in the config keeps them)",
+		"(no messages recorded: a gateway records them unless its config says capture: off)",
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("trace show r1:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
@@ -559,9 +559,9 @@ func TestAnswerLines(t *testing.T) {
 			map[string]any{"type": "text", "content": "hi"}, map[string]any{"type": "tool_call", "name": "f", "arguments": map[string]any{"a": 1.0}}}}},
 			[]string{`"hi"`, `tool call f({"a":1})`}},
 		{"long text", `[{"type":"text","text":"` + long + `"}]`,
-			[]string{`"` + strings.Repeat("é", answerMax-1) + `… (7 more characters; --attrs prints all)`}},
+			[]string{`"` + strings.Repeat("é", answerMax) + `"… (5 more characters; --attrs prints all)`}},
 		{"other shape", `{"odd":true}`, []string{`{"odd":true}`}},
-		{"not JSON", `plain words`, []string{"plain words"}},
+		{"not JSON", `plain words`, []string{`"plain words"`}},
 		{"absent", nil, nil},
 		{"empty", "", nil},
 	}
@@ -582,4 +582,20 @@ func TestUsageErrorsNameTheCommand(t *testing.T) {
 	wantCode(t, err, 2, "usage: belay trace diff A B")
 	_, _, err = belay(t, url, "runs", "--colour")
 	wantCode(t, err, 2, "belay runs: unknown flag: --colour (usage: belay runs [flags]; belay runs --help for its flags)")
+}
+
+// A mistyped subcommand of a group is a usage error (exit 2) naming it,
+// with a suggestion; a command that takes no arguments says so (adversary
+// and newcomer findings: `belay trace shwo r1` printed help and exited 0,
+// `belay runs extra` said "unknown command").
+func TestUsageErrorsOfGroups(t *testing.T) {
+	_, _, err := belayArgs(t, "trace", "shwo", "r1")
+	wantCode(t, err, 2, `unknown command "shwo" for "belay trace"; did you mean show? (its commands: diff, golden, show)`)
+	_, _, err = belayArgs(t, "trace", "golden", "sav", "r1", "g")
+	wantCode(t, err, 2, `unknown command "sav" for "belay trace golden"; did you mean save?`)
+	_, _, err = belayArgs(t, "runs", "extra")
+	wantCode(t, err, 2, `belay runs takes no arguments; got "extra" (usage: belay runs [flags])`)
+	out, _, err := belayArgs(t, "trace")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "Available Commands:", "golden")
 }

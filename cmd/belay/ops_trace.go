@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -248,7 +249,7 @@ func writeTrace(w io.Writer, run store.Run, spans []trace.Span, allAttrs bool) e
 		t.write(ew, i, 0, allAttrs)
 	}
 	if !allAttrs && !slices.ContainsFunc(spans, hasMessages) && slices.ContainsFunc(spans, isModelCall) {
-		fmt.Fprintln(ew, "(no messages recorded: the trace's capture was off; capture: redacted or full in the config keeps them)")
+		fmt.Fprintln(ew, "(no messages recorded: a gateway records them unless its config says capture: off)")
 	}
 	return ew.err
 }
@@ -330,52 +331,75 @@ func (t *tree) write(w io.Writer, i, depth int, allAttrs bool) {
 	}
 }
 
-// answerMax is the most runes of one part of an answer trace show prints;
-// a longer part ends with how much more there is.
+// answerMax is the most characters of one part of an answer trace show
+// prints; a longer part ends with how many more there are.
 const answerMax = 300
 
 // answerLines summarizes a model call's recorded answer (the
 // gen_ai.output.messages attribute: a JSON string, or its decoded value)
-// as lines: each text part quoted, each tool call as name(arguments), each
-// shortened to answerMax runes with the count of the rest. It reads the
-// shapes the gateway records, OpenAI's choices (message.content as a string
-// or parts, message.refusal, message.tool_calls) and Anthropic's content
-// blocks (text, tool_use), and OpenTelemetry GenAI output messages (parts
-// of type text and tool_call). A value of another shape is printed as
-// compact JSON. Nil or an empty string: no lines.
+// as lines: each text part quoted, each tool call as name(arguments),
+// thinking quoted after "thinking", each part cut at answerMax characters
+// with the count of the rest, control characters escaped (an answer cannot
+// forge a line of the tree or reach the terminal). The arguments are shown
+// as the model sent them (numbers and characters unchanged). It reads the
+// shapes the gateway records, OpenAI's choices (message.content as a
+// string or parts, message.refusal, message.tool_calls, function or
+// custom) and Anthropic's content blocks (text, thinking,
+// redacted_thinking, tool_use), and OpenTelemetry GenAI output messages
+// (parts of type text and tool_call); of several choices each line says
+// which. A value of another shape is printed as compact JSON. Nil or an
+// empty string: no lines.
 func answerLines(v any) []string {
 	if s, ok := v.(string); ok {
 		if s == "" {
 			return nil
 		}
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			return []string{shorten(s)}
+		d := json.NewDecoder(strings.NewReader(s))
+		d.UseNumber()
+		var x any
+		if err := d.Decode(&x); err != nil || d.More() {
+			return []string{quoteText(s)}
 		}
+		v = x
 	}
 	if v == nil {
 		return nil
 	}
+	items, ok := v.([]any)
+	if !ok {
+		if s, ok := v.(string); ok {
+			return []string{quoteText(s)}
+		}
+		return []string{shorten(compactJSON(v))}
+	}
 	var out []string
+	prefix := ""
+	emit := func(l string) { out = append(out, prefix+l) }
 	text := func(x any) {
 		if t, ok := x.(string); ok && t != "" {
-			out = append(out, shorten(strconv.Quote(t)))
+			emit(quoteText(t))
 		}
 	}
 	call := func(name, args any) {
 		n, _ := name.(string)
 		a, ok := args.(string)
 		if !ok && args != nil {
-			a = attrString(args)
+			a = compactJSON(args)
 		}
-		out = append(out, shorten("tool call "+n+"("+a+")"))
+		emit(shorten("tool call " + escapeControl(n) + "(" + escapeControl(a) + ")"))
 	}
-	var part func(p map[string]any)
-	part = func(p map[string]any) {
+	part := func(p map[string]any) {
 		switch p["type"] {
 		case "text":
 			text(p["text"])
 			text(p["content"]) // OpenTelemetry GenAI text part
-		case "tool_use":
+		case "thinking":
+			if t, ok := p["thinking"].(string); ok {
+				emit("thinking " + quoteText(t))
+			}
+		case "redacted_thinking":
+			emit("(redacted thinking)")
+		case "tool_use", "server_tool_use":
 			call(p["name"], p["input"])
 		case "tool_call":
 			call(p["name"], p["arguments"])
@@ -383,10 +407,18 @@ func answerLines(v any) []string {
 			text(p["refusal"])
 		}
 	}
-	items, _ := v.([]any)
+	choices := 0
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok && m["message"] != nil {
+			choices++
+		}
+	}
 	for _, it := range items {
 		m, _ := it.(map[string]any)
 		if msg, ok := m["message"].(map[string]any); ok { // an OpenAI choice
+			if choices > 1 {
+				prefix = fmt.Sprintf("[choice %s] ", attrString(m["index"]))
+			}
 			m = msg
 		}
 		switch c := m["content"].(type) {
@@ -400,13 +432,16 @@ func answerLines(v any) []string {
 			}
 		}
 		if r, ok := m["refusal"].(string); ok && r != "" {
-			out = append(out, shorten("refusal "+strconv.Quote(r)))
+			emit("refusal " + quoteText(r))
 		}
 		if tcs, ok := m["tool_calls"].([]any); ok {
 			for _, tc := range tcs {
 				tm, _ := tc.(map[string]any)
-				f, _ := tm["function"].(map[string]any)
-				call(f["name"], f["arguments"])
+				if f, ok := tm["function"].(map[string]any); ok {
+					call(f["name"], f["arguments"])
+				} else if cu, ok := tm["custom"].(map[string]any); ok { // an OpenAI custom tool
+					call(cu["name"], cu["input"])
+				}
 			}
 		}
 		if parts, ok := m["parts"].([]any); ok { // an OpenTelemetry GenAI message
@@ -421,18 +456,66 @@ func answerLines(v any) []string {
 		}
 	}
 	if len(out) == 0 {
-		return []string{shorten(attrString(v))}
+		return []string{shorten(compactJSON(v))}
 	}
 	return out
 }
 
-// shorten cuts s to answerMax runes, saying how many were left out.
+// quoteText quotes s (strconv.Quote) after cutting it at answerMax
+// characters, saying how many more there were.
+func quoteText(s string) string {
+	r := []rune(s)
+	if len(r) <= answerMax {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s… (%d more characters; --attrs prints all)", strconv.Quote(string(r[:answerMax])), len(r)-answerMax)
+}
+
+// shorten cuts s (already free of control characters) to answerMax
+// characters, saying how many more there were.
 func shorten(s string) string {
 	r := []rune(s)
 	if len(r) <= answerMax {
 		return s
 	}
 	return fmt.Sprintf("%s… (%d more characters; --attrs prints all)", string(r[:answerMax]), len(r)-answerMax)
+}
+
+// compactJSON encodes v as compact JSON without HTML escaping (numbers
+// decoded as json.Number keep their digits).
+func compactJSON(v any) string {
+	var b strings.Builder
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return escapeControl(fmt.Sprint(v))
+	}
+	return escapeControl(strings.TrimSuffix(b.String(), "\n"))
+}
+
+// escapeControl returns s with control characters and invalid UTF-8
+// escaped as Go escapes them (\n, \x1b, \u0085), other characters as
+// they are.
+func escapeControl(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 || r == utf8.RuneError }) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if r == utf8.RuneError || r < 0x20 || r >= 0x7f && r < 0xa0 {
+			if r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD") {
+				if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+					fmt.Fprintf(&b, "\\x%02x", s[i])
+					continue
+				}
+			}
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func spanDuration(s trace.Span) string {
