@@ -49,3 +49,26 @@ func TestBearerSchemeAnyCase(t *testing.T) {
 		}
 	}
 }
+
+// A key sent in a form belay does not read (no Bearer scheme, Azure's
+// api-key header) is named as such, not as missing; a path ending in
+// /messages gets its 404 in Anthropic's shape whatever its prefix
+// (newcomer findings).
+func TestKeyFormAndMessagesPathSlips(t *testing.T) {
+	h := newHarness(t, harnessOpts{extra: "tenants: [{name: acme, key: vk-acme}]\n"})
+	const chat = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`
+	for _, hdr := range [][2]string{{"Authorization", "vk-acme"}, {"Api-Key", "vk-acme"}} {
+		resp, body := h.post("/v1/chat/completions", chat, map[string]string{hdr[0]: hdr[1]})
+		if resp.StatusCode != 401 || !strings.Contains(body, "API key in an unsupported form: send the belay virtual key as Authorization: Bearer KEY") {
+			t.Errorf("%s: %s: %d %s", hdr[0], hdr[1], resp.StatusCode, body)
+		}
+	}
+	resp, body := h.post("/v1/chat/completions", chat, nil)
+	if resp.StatusCode != 401 || !strings.Contains(body, "missing API key") {
+		t.Errorf("no key: %d %s", resp.StatusCode, body)
+	}
+	resp, body = h.post("/v1/v1/messages", `{}`, map[string]string{"Authorization": "Bearer vk-acme"})
+	if resp.StatusCode != 404 || !strings.Contains(body, `"type":"error"`) || !strings.Contains(body, `"not_found_error"`) || !strings.Contains(body, "did you mean /v1/messages?") {
+		t.Errorf("/v1/v1/messages: %d %s; want Anthropic's not_found_error with the hint", resp.StatusCode, body)
+	}
+}

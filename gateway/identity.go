@@ -93,6 +93,9 @@ func (t tenants) identify(r *http.Request) (config.Tenant, *failure.Error) {
 	}
 	key := requestKey(r)
 	if key == "" {
+		if r.Header.Get("Authorization") != "" || r.Header.Get("Api-Key") != "" {
+			return config.Tenant{}, refusal(failure.Authentication, "API key in an unsupported form: send the belay virtual key as Authorization: Bearer KEY or x-api-key: KEY")
+		}
 		return config.Tenant{}, refusal(failure.Authentication, "missing API key: send the belay virtual key as Authorization: Bearer KEY or x-api-key: KEY")
 	}
 	sum := sha256.Sum256([]byte(key))

@@ -73,10 +73,10 @@ func (c *call) refuseAllOpen(wait time.Duration) (int, error) {
 // up to the millisecond: a client that waits exactly that long is not
 // early) and in the message.
 func openFailure(msg string, wait time.Duration) *failure.Error {
-	wait = max((wait+time.Millisecond-1).Truncate(time.Millisecond), time.Millisecond)
+	wait = max((wait + time.Millisecond - 1).Truncate(time.Millisecond), time.Millisecond)
 	return &failure.Error{Kind: failure.Degraded, Reason: failure.CircuitOpen, Cause: breaker.ErrOpen,
 		RetryAfter: wait, HasRetryAfter: true,
-		Message: fmt.Sprintf("%s; a call may get through again in %s (Retry-After)", msg, (wait+time.Second-1).Truncate(time.Second))}
+		Message: fmt.Sprintf("%s; a call may get through again in %s (Retry-After)", msg, (wait + time.Second - 1).Truncate(time.Second))}
 }
 
 // allRefusing reports whether the breaker of every deployment of chain

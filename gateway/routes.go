@@ -75,7 +75,7 @@ func inDialect(mux *http.ServeMux) http.Handler {
 			writeJSON(w, status, map[string]string{"error": msg}) // the admin API's shape
 			return
 		}
-		if strings.HasPrefix(r.URL.Path, anthropic.Path) || r.Header.Get("Anthropic-Version") != "" {
+		if strings.HasPrefix(r.URL.Path, anthropic.Path) || strings.HasSuffix(r.URL.Path, "/messages") || r.Header.Get("Anthropic-Version") != "" {
 			typ := "not_found_error"
 			if status == http.StatusMethodNotAllowed {
 				typ = "invalid_request_error"

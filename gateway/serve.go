@@ -265,6 +265,10 @@ func Serve(ctx context.Context, cfg *config.Config, listening func(net.Addr)) er
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return fmt.Errorf("gateway: %w (another process listens on %s: give belay serve another address with --listen HOST:PORT or the config's listen:)", err, cfg.Listen)
 		}
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("gateway: %w (want HOST:PORT, such as 127.0.0.1:4000 or :4000)", err)
+		}
 		return fmt.Errorf("gateway: %w", err)
 	}
 	st, err := Build(ctx, cfg, Options{})
@@ -288,7 +292,11 @@ func OpenStore(ctx context.Context, url string) (store.Store, error) {
 	if InMemoryStore(url) {
 		return memstore.New(), nil
 	}
-	return open.Open(ctx, url)
+	st, err := open.Open(ctx, url)
+	if errors.Is(err, open.ErrScheme) {
+		return nil, fmt.Errorf("%w; or memory:// (in memory, nothing kept)", err)
+	}
+	return st, err
 }
 
 // InMemoryStore reports whether url names the in-memory store

@@ -62,10 +62,21 @@ func newRoot() *cobra.Command {
 	addMore(root)
 	withUsage(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return fmt.Errorf("%s: %w (usage: %s; %s --help for its flags)", c.CommandPath(), err, c.UseLine(), c.CommandPath())
+		hint := ""
+		for typed, flag := range flagAliases {
+			if strings.Contains(err.Error(), "unknown flag: --"+typed) && c.Flags().Lookup(flag) != nil {
+				hint = fmt.Sprintf("; did you mean --%s?", flag)
+			}
+		}
+		return fmt.Errorf("%s: %w%s (usage: %s; %s --help for its flags)", c.CommandPath(), err, hint, c.UseLine(), c.CommandPath())
 	})
 	return root
 }
+
+// flagAliases are flag names other tools use, by the flag belay has for
+// the same thing (a newcomer's `belay serve --port 4001`).
+var flagAliases = map[string]string{"port": "listen", "addr": "listen", "address": "listen", "bind": "listen",
+	"db": "store", "database": "store", "dsn": "store", "file": "config", "cfg": "config"}
 
 // withUsage makes the argument errors of c and its subcommands name the
 // command and its usage line ("belay trace show: accepts 1 arg(s),

@@ -599,3 +599,17 @@ func TestUsageErrorsOfGroups(t *testing.T) {
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "Available Commands:", "golden")
 }
+
+// A newcomer's slips when starting the gateway get hints (newcomer
+// findings): a flag named as other tools name it, a port without a host,
+// an eval suite given as the config, an unknown store scheme.
+func TestServeSlipsGetHints(t *testing.T) {
+	_, _, err := belayArgs(t, "serve", "--port", "4001")
+	wantCode(t, err, 2, "unknown flag: --port; did you mean --listen?")
+	_, _, err = belayArgs(t, "serve", "--listen", "4099")
+	wantCode(t, err, 1, "missing port in address (want HOST:PORT, such as 127.0.0.1:4000 or :4000)")
+	_, _, err = belayArgs(t, "serve", "--config", "../../examples/refund-agent/suite.yaml")
+	wantCode(t, err, 2, "looks like an eval suite, with scenarios: run it with belay eval ../../examples/refund-agent/suite.yaml")
+	_, _, err = belayArgs(t, "serve", "--store", "foo://x", "--listen", "127.0.0.1:0")
+	wantCode(t, err, 1, "or memory:// (in memory, nothing kept)")
+}

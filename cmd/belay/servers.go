@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
@@ -38,6 +39,9 @@ fresh machine.`,
 			if file != "" {
 				var err error
 				if cfg, err = config.Load(file); err != nil {
+					if looksLikeSuite(file) {
+						err = fmt.Errorf("%w\n(%s looks like an eval suite, with scenarios: run it with belay eval %s)", err, file, file)
+					}
 					return badInput(err)
 				}
 			}
@@ -177,4 +181,19 @@ func aliases(cfg *config.Config) []string {
 		out = append(out, m.Alias)
 	}
 	return out
+}
+
+// looksLikeSuite reports whether the YAML file at path has a top-level
+// scenarios key, as an eval suite has and a gateway config has not.
+func looksLikeSuite(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var top map[string]any
+	if yaml.Unmarshal(b, &top) != nil {
+		return false
+	}
+	_, ok := top["scenarios"]
+	return ok
 }
