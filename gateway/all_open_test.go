@@ -168,3 +168,19 @@ models:
 			res.Choices[0].Message.Content, requests.Load(), calls.Load())
 	}
 }
+
+// An upstream's refusal of a deployment's credentials reaches the client
+// as such: the message names the deployment and says the client's own key
+// was accepted (newcomer finding: the provider's "invalid api key" read as
+// if the client's key to belay were wrong).
+func TestUpstreamCredentialRefusalIsNamed(t *testing.T) {
+	up := failingUpstream(t, http.StatusUnauthorized, "Incorrect API key provided: sk-****.")
+	g := newGW(t, oneAlias("", openAIDep("a", "gpt-4o-mini", up.URL)), nil)
+	resp, body := g.do("POST", "/v1/chat/completions", chat)
+	_, _, msg := decodeError(t, body)
+	want := "upstream deployment a rejected the gateway's credentials for it (HTTP 401 from the provider: Incorrect API key provided: sk-****.); " +
+		"your key to belay was accepted: the gateway's config must fix that deployment's api_key"
+	if resp.StatusCode != 401 || msg != want || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("%d %q %s; want 401 with\n%s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), msg, want)
+	}
+}

@@ -36,6 +36,19 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 // says when one lets a call through (see openFailure); the call was
 // counted in its run, so x-should-retry: false stays.
 func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
+	if upstreamRejectedCredentials(fe) {
+		// The provider refused belay's credentials for the deployment,
+		// not the client's key to belay: the message says so, so that
+		// the client's operator does not go looking at their own key.
+		cp := *fe
+		cp.Message = fmt.Sprintf("upstream deployment %s rejected the gateway's credentials for it (HTTP %d from the provider: %s); "+
+			"your key to belay was accepted: the gateway's config must fix that deployment's api_key", fe.Deployment, fe.Status, message(fe))
+		if fe.Reason == failure.PermissionDenied {
+			cp.Message = fmt.Sprintf("upstream deployment %s: the provider denied the gateway's credentials for it access (HTTP %d: %s); "+
+				"your key to belay was accepted: the gateway's config must fix that deployment's api_key or its account's access", fe.Deployment, fe.Status, message(fe))
+		}
+		return c.refuse(&cp)
+	}
 	if fe.Reason == failure.CircuitOpen && c.attempts == 0 {
 		if wait, ok := c.s.reopenIn(c.chain, time.Now()); ok {
 			out := openFailure(fe.Message, wait)
