@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/open"
@@ -155,20 +156,38 @@ func nonNilSlice[T any](s []T) []T {
 // writeRuns prints runs as a table; a running run's duration is up to now.
 func writeRuns(w io.Writer, runs []store.Run, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTENANT\tAGENT\tSTATUS\tSTOP REASON\tTURNS\tTOOLS\tTOKENS IN/OUT\tCOST\tSTARTED\tDURATION")
+	fmt.Fprintln(tw, "ID\tTENANT\tAGENT\tSTATUS\tREASON\tTURNS\tTOOLS\tTOKENS IN/OUT\tCOST\tSTARTED\tDURATION")
 	for _, r := range runs {
 		end := r.Ended
 		if end.IsZero() {
 			end = now
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\n",
-			r.ID, orDash(r.Tenant), orDash(r.Agent), r.Status, orDash(r.StopReason), r.Turns, r.ToolCalls,
+			r.ID, orDash(r.Tenant), orDash(r.Agent), r.Status, orDash(runReason(r)), r.Turns, r.ToolCalls,
 			r.InputTokens, r.OutputTokens, r.Cost, r.Started.Local().Format(time.DateTime), shortDuration(end.Sub(r.Started)))
 	}
 	if len(runs) == 0 {
 		fmt.Fprintln(tw, "(no runs)")
 	}
 	return tw.Flush()
+}
+
+// runReason is why a run ended other than succeeding: a stopped run's
+// stop reason, or a failed run's failure reason, read from its recorded
+// error ("transient: connection_error from d: ..." gives connection_error;
+// an error of another form gives "error": --json has it whole).
+func runReason(r store.Run) string {
+	if r.StopReason != "" || r.Error == "" {
+		return r.StopReason
+	}
+	kind, rest, ok := strings.Cut(r.Error, ": ")
+	if _, err := failure.ParseKind(kind); !ok || err != nil {
+		return "error"
+	}
+	if i := strings.IndexAny(rest, " :"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }
 
 func orDash(s string) string {

@@ -140,7 +140,7 @@ func TestRuns(t *testing.T) {
 	url := seed(t)
 	out, _, err := belay(t, url, "runs")
 	wantCode(t, err, 0, "")
-	wantLines(t, out, "ID  ", "STOP REASON", "r1  acme", "stopped", "budget_exceeded", "300/120", "$0.0123", "2.5s",
+	wantLines(t, out, "ID  ", "REASON", "r1  acme", "stopped", "budget_exceeded", "300/120", "$0.0123", "2.5s",
 		"r2  globex", "succeeded", "$0.00045", "800ms")
 	// Newest first.
 	if strings.Index(out, "r2  ") > strings.Index(out, "r1  ") {
@@ -612,4 +612,24 @@ func TestServeSlipsGetHints(t *testing.T) {
 	wantCode(t, err, 2, "looks like an eval suite, with scenarios: run it with belay eval ../../examples/refund-agent/suite.yaml")
 	_, _, err = belayArgs(t, "serve", "--store", "foo://x", "--listen", "127.0.0.1:0")
 	wantCode(t, err, 1, "or memory:// (in memory, nothing kept)")
+}
+
+// belay runs shows a failed run's failure reason beside stopped runs' stop
+// reasons (newcomer finding: a failed run showed "-").
+func TestRunReason(t *testing.T) {
+	for _, c := range []struct {
+		r    store.Run
+		want string
+	}{
+		{store.Run{Status: store.RunStopped, StopReason: "budget_exceeded"}, "budget_exceeded"},
+		{store.Run{Status: store.RunFailed, Error: "transient: connection_error from unreachable: upstream deployment unreachable: connection reset"}, "connection_error"},
+		{store.Run{Status: store.RunFailed, Error: "degraded: circuit_open: every deployment ..."}, "circuit_open"},
+		{store.Run{Status: store.RunFailed, Error: "permanent: context_length_exceeded (HTTP 400) from a: too long"}, "context_length_exceeded"},
+		{store.Run{Status: store.RunFailed, Error: "agent exited 3"}, "error"},
+		{store.Run{Status: store.RunSucceeded}, ""},
+	} {
+		if got := runReason(c.r); got != c.want {
+			t.Errorf("runReason(%q, %q) = %q, want %q", c.r.StopReason, c.r.Error, got, c.want)
+		}
+	}
 }
