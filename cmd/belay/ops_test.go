@@ -215,6 +215,7 @@ func TestTraceShow(t *testing.T) {
 	out, _, err = belay(t, url, "trace", "show", "r2")
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "  model chat gpt-4o  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123\n"+
+		"    < user \"refund order A-17\"\n"+
 		"    > \"I will refund it.\"\n"+
 		"    > tool call issue_refund({\"order\":\"A-17\"})\n"+
 		"    attempt attempt openai-a")
@@ -630,6 +631,25 @@ func TestRunReason(t *testing.T) {
 	} {
 		if got := runReason(c.r); got != c.want {
 			t.Errorf("runReason(%q, %q) = %q, want %q", c.r.StopReason, c.r.Error, got, c.want)
+		}
+	}
+}
+
+func TestPromptLine(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"openai", `[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]`, `user "a b"`},
+		{"openai tool result", `[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c1","content":"{\"ok\":true}"}]`, `tool result "{\"ok\":true}"`},
+		{"anthropic", `{"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"42"}]}]}`, `tool result "42"`},
+		{"newline", `[{"role":"user","content":"a\nb"}]`, `user "a\nb"`},
+		{"none", `[]`, ""},
+		{"absent", nil, ""},
+	} {
+		if got := promptLine(c.v); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
 }

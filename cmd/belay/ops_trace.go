@@ -315,6 +315,9 @@ func (t *tree) write(w io.Writer, i, depth int, allAttrs bool) {
 	}
 	fmt.Fprintln(w)
 	if !allAttrs { // --attrs prints the messages whole, as attributes
+		if l := promptLine(s.Attrs[trace.AttrInputMessages]); l != "" {
+			fmt.Fprintf(w, "%s  < %s\n", indent, l)
+		}
 		for _, l := range answerLines(s.Attrs[trace.AttrOutputMessages]) {
 			fmt.Fprintf(w, "%s  > %s\n", indent, l)
 		}
@@ -459,6 +462,60 @@ func answerLines(v any) []string {
 		return []string{shorten(compactJSON(v))}
 	}
 	return out
+}
+
+// promptLine summarizes a model call's recorded input (the
+// gen_ai.input.messages attribute: OpenAI's messages array, or Anthropic's
+// {"system", "messages"}) by its last message, the one the call answers:
+// its role and text parts, quoted and cut as answerLines cuts them (a
+// tool result says so). "" when there is none.
+func promptLine(v any) string {
+	if s, ok := v.(string); ok {
+		if s == "" {
+			return ""
+		}
+		d := json.NewDecoder(strings.NewReader(s))
+		d.UseNumber()
+		if d.Decode(&v) != nil {
+			return quoteText(s)
+		}
+	}
+	if m, ok := v.(map[string]any); ok { // Anthropic: {"system", "messages"}
+		v = m["messages"]
+	}
+	msgs, _ := v.([]any)
+	if len(msgs) == 0 {
+		return ""
+	}
+	last, _ := msgs[len(msgs)-1].(map[string]any)
+	role, _ := last["role"].(string)
+	var texts []string
+	switch c := last["content"].(type) {
+	case string:
+		texts = append(texts, c)
+	case []any:
+		for _, p := range c {
+			pm, _ := p.(map[string]any)
+			switch pm["type"] {
+			case "text":
+				if t, ok := pm["text"].(string); ok {
+					texts = append(texts, t)
+				}
+			case "tool_result": // Anthropic
+				role = "tool result"
+				switch rc := pm["content"].(type) {
+				case string:
+					texts = append(texts, rc)
+				default:
+					texts = append(texts, compactJSON(rc))
+				}
+			}
+		}
+	}
+	if role == "tool" {
+		role = "tool result"
+	}
+	return escapeControl(role) + " " + quoteText(strings.Join(texts, " "))
 }
 
 // quoteText quotes s (strconv.Quote) after cutting it at answerMax
