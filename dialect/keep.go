@@ -13,3 +13,25 @@ const KeepMax = 1 << 20
 func DroppedNote(n int64) string {
 	return fmt.Sprintf(" [belay: %d more bytes of this streamed answer were not recorded (over %d bytes)]", n, KeepMax)
 }
+
+// KeepBudget bounds what an accumulator keeps of one streamed answer to
+// KeepMax bytes and counts what it leaves out. The zero value is ready to
+// use; it is not safe for concurrent use.
+type KeepBudget struct {
+	size, dropped int64
+}
+
+// Append appends b to *dst as far as the budget allows; the rest is
+// counted as dropped.
+func (k *KeepBudget) Append(dst *[]byte, b string) {
+	room := max(KeepMax-k.size, 0)
+	if int64(len(b)) > room {
+		k.dropped += int64(len(b)) - room
+		b = b[:room]
+	}
+	*dst = append(*dst, b...)
+	k.size += int64(len(b))
+}
+
+// Dropped returns the bytes Append left out.
+func (k *KeepBudget) Dropped() int64 { return k.dropped }

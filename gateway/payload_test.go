@@ -114,9 +114,9 @@ func TestStreamedAnswerRecorded(t *testing.T) {
 		}
 		return ""
 	}
-	want := `[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":`
+	want := `[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":`
 	if out := output(oaID); !strings.HasPrefix(out, want) ||
-		!strings.Contains(out, `"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}]`) {
+		!strings.Contains(out, `"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}],"annotations":[]},"finish_reason":"tool_calls"}]`) {
 		t.Errorf("OpenAI streamed answer recorded as %s", out)
 	}
 	wantText, _ := json.Marshal(msg.Content[0].Text)

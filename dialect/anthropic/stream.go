@@ -73,9 +73,8 @@ type Accumulator struct {
 	stopped  bool
 	err      *ErrorObject
 
-	blocks  []keptBlock
-	size    int64
-	dropped int64
+	blocks []keptBlock
+	budget dialect.KeepBudget
 }
 
 // keptBlock is a content block kept for Answer, by its stream index.
@@ -85,17 +84,6 @@ type keptBlock struct {
 	text, thinking []byte
 	input          []byte // tool_use: the input JSON as streamed
 	startInput     json.RawMessage
-}
-
-// add appends b to *dst within KeepMax; what does not fit is counted.
-func (a *Accumulator) add(dst *[]byte, b string) {
-	room := dialect.KeepMax - a.size
-	if int64(len(b)) > room {
-		a.dropped += int64(len(b)) - max(room, 0)
-		b = b[:max(room, 0)]
-	}
-	*dst = append(*dst, b...)
-	a.size += int64(len(b))
 }
 
 func (a *Accumulator) keep(ev *Event) {
@@ -116,15 +104,15 @@ func (a *Accumulator) keep(ev *Event) {
 	case ev.Type == EventContentBlockStart && ev.ContentBlock != nil:
 		cb := ev.ContentBlock
 		b.typ, b.id, b.name = cb.Type, cb.ID, cb.Name
-		a.add(&b.text, cb.Text)
-		a.add(&b.thinking, cb.Thinking)
+		a.budget.Append(&b.text, cb.Text)
+		a.budget.Append(&b.thinking, cb.Thinking)
 		b.startInput = cb.Input
 	case ev.Type == EventContentBlockDelta && ev.Delta != nil:
 		d := ev.Delta
-		a.add(&b.text, d.Text)
-		a.add(&b.thinking, d.Thinking)
+		a.budget.Append(&b.text, d.Text)
+		a.budget.Append(&b.thinking, d.Thinking)
 		if d.PartialJSON != nil {
-			a.add(&b.input, *d.PartialJSON)
+			a.budget.Append(&b.input, *d.PartialJSON)
 		}
 	}
 }
@@ -165,8 +153,8 @@ func (a *Accumulator) Answer() []byte {
 		}
 		out = append(out, m)
 	}
-	if a.dropped > 0 {
-		out = append(out, map[string]any{"type": "text", "text": dialect.DroppedNote(a.dropped)})
+	if n := a.budget.Dropped(); n > 0 {
+		out = append(out, map[string]any{"type": "text", "text": dialect.DroppedNote(n)})
 	}
 	j, _ := json.Marshal(out)
 	return j

@@ -31,8 +31,8 @@ func TestAccumulatorKeepsTheAnswer(t *testing.T) {
 		}
 		_ = none.Add([]byte(c))
 	}
-	want := `[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"},` +
-		`{"index":1,"message":{"role":"assistant","content":"B","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":null}]`
+	want := `[{"index":0,"message":{"role":"assistant","content":"Hello","refusal":null,"annotations":[]},"finish_reason":"stop"},` +
+		`{"index":1,"message":{"role":"assistant","content":"B","refusal":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}],"annotations":[]},"finish_reason":null}]`
 	if got := string(keep.Answer()); got != want {
 		t.Errorf("answer\n%s\nwant\n%s", got, want)
 	}

@@ -70,8 +70,7 @@ type Accumulator struct {
 // left out past dialect.KeepMax.
 type keptAnswer struct {
 	choices []keptChoice
-	size    int64
-	dropped int64
+	budget  dialect.KeepBudget
 }
 
 type keptChoice struct {
@@ -87,17 +86,6 @@ type keptCall struct {
 	index         int
 	id, typ, name string
 	arguments     []byte
-}
-
-// add appends b to *dst within KeepMax; what does not fit is counted.
-func (k *keptAnswer) add(dst *[]byte, b string) {
-	room := dialect.KeepMax - k.size
-	if int64(len(b)) > room {
-		k.dropped += int64(len(b)) - max(room, 0)
-		b = b[:max(room, 0)]
-	}
-	*dst = append(*dst, b...)
-	k.size += int64(len(b))
 }
 
 func (k *keptAnswer) choice(i int) *keptChoice {
@@ -125,17 +113,17 @@ func (a *Accumulator) keep(ch ChunkChoice) {
 	d := ch.Delta
 	if d.Content != nil {
 		c.seen = true
-		a.kept.add(&c.content, *d.Content)
+		a.kept.budget.Append(&c.content, *d.Content)
 	}
 	if d.Refusal != nil {
-		a.kept.add(&c.refusal, *d.Refusal)
+		a.kept.budget.Append(&c.refusal, *d.Refusal)
 	}
 	for _, tc := range d.ToolCalls {
 		k := c.call(tc.Index)
 		k.id = cmpOr(k.id, tc.ID)
 		k.typ = cmpOr(k.typ, tc.Type)
 		k.name += tc.Function.Name
-		a.kept.add(&k.arguments, tc.Function.Arguments)
+		a.kept.budget.Append(&k.arguments, tc.Function.Arguments)
 	}
 	if ch.FinishReason != nil {
 		c.finish = *ch.FinishReason
@@ -151,33 +139,22 @@ func cmpOr(a, b string) string {
 
 // Answer returns the kept answer (Keep) as the "choices" array of a
 // non-streamed chat.completion: each choice's index, its message (role
-// assistant, content, refusal, tool_calls) and finish_reason (null when
-// the stream ended before it). When the answer passed dialect.KeepMax,
+// assistant, content, refusal, tool_calls, annotations empty) and
+// finish_reason (null when the stream ended before it). When the answer passed dialect.KeepMax,
 // the last kept text ends with a note of how many bytes were left out. Nil
 // without Keep or before any choice.
 func (a *Accumulator) Answer() []byte {
 	if len(a.kept.choices) == 0 {
 		return nil
 	}
-	type call struct {
-		ID       string       `json:"id,omitempty"`
-		Type     string       `json:"type"`
-		Function FunctionCall `json:"function"`
-	}
-	type message struct {
-		Role      string  `json:"role"`
-		Content   *string `json:"content"`
-		Refusal   *string `json:"refusal,omitempty"`
-		ToolCalls []call  `json:"tool_calls,omitempty"`
-	}
 	type choice struct {
-		Index        int     `json:"index"`
-		Message      message `json:"message"`
-		FinishReason *string `json:"finish_reason"`
+		Index        int             `json:"index"`
+		Message      ResponseMessage `json:"message"`
+		FinishReason *string         `json:"finish_reason"` // null: the stream ended before it
 	}
 	out := make([]choice, 0, len(a.kept.choices))
 	for _, c := range a.kept.choices {
-		m := message{Role: "assistant"}
+		m := ResponseMessage{Role: "assistant", Annotations: []any{}}
 		if c.seen {
 			s := string(c.content)
 			m.Content = &s
@@ -188,7 +165,7 @@ func (a *Accumulator) Answer() []byte {
 		}
 		for _, k := range c.calls {
 			typ := cmpOr(k.typ, "function")
-			m.ToolCalls = append(m.ToolCalls, call{ID: k.id, Type: typ, Function: FunctionCall{Name: k.name, Arguments: string(k.arguments)}})
+			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: k.id, Type: typ, Function: FunctionCall{Name: k.name, Arguments: string(k.arguments)}})
 		}
 		ch := choice{Index: c.index, Message: m}
 		if c.finish != "" {
@@ -197,9 +174,9 @@ func (a *Accumulator) Answer() []byte {
 		}
 		out = append(out, ch)
 	}
-	if a.kept.dropped > 0 {
+	if n := a.kept.budget.Dropped(); n > 0 {
 		last := &out[len(out)-1].Message
-		note := dialect.DroppedNote(a.kept.dropped)
+		note := dialect.DroppedNote(n)
 		if last.Content == nil {
 			last.Content = &note
 		} else {
