@@ -392,8 +392,8 @@ func (a *Admitted) Fail(ctx context.Context, err error) error {
 // is the failure (as Fail's err), and o's messages (InputMessages,
 // OutputMessages) go on the step's span as on a settled one; its other
 // fields are ignored, since a failed step charges nothing. A gateway call
-// refused before any attempt (every breaker open) records the messages
-// it was refused with this way.
+// that ended before any attempt (its deadline, a kill, every breaker
+// refusing it) records the messages it was sent with this way.
 func (a *Admitted) FailWith(ctx context.Context, o Outcome) error {
 	err := o.Err
 	if !a.close() {
