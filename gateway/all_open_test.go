@@ -184,3 +184,17 @@ func TestUpstreamCredentialRefusalIsNamed(t *testing.T) {
 		t.Errorf("%d %q %s; want 401 with\n%s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), msg, want)
 	}
 }
+
+// The failure of a call that went through its chain says how many
+// attempts it made on which deployments, not only the last one's error
+// (newcomer finding).
+func TestFailureNamesTheAttemptsMade(t *testing.T) {
+	a := failingUpstream(t, http.StatusServiceUnavailable, "a is overloaded")
+	b := failingUpstream(t, http.StatusInternalServerError, "b broke")
+	g := newGW(t, oneAlias("", openAIDep("a", "gpt-4o-mini", a.URL), openAIDep("b", "gpt-4o-mini", b.URL)), nil)
+	resp, body := g.do("POST", "/v1/chat/completions", chat)
+	_, _, msg := decodeError(t, body)
+	if want := "b broke (after 4 attempts: a ×3, b ×1)"; resp.StatusCode != 500 || msg != want || resp.Header.Get("X-Belay-Attempts") != "4" {
+		t.Errorf("%d %q (x-belay-attempts %s); want 500 %q", resp.StatusCode, msg, resp.Header.Get("X-Belay-Attempts"), want)
+	}
+}

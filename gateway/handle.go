@@ -180,7 +180,7 @@ func (c *call) serve() (int, error) {
 	// route + relay
 	res, err := s.router.Do(ctx, routeAlias, c.attempt)
 	s.metrics.observeRoute(req.model, &res)
-	err = deadlineNote(c.finalFailure(turn.Context(), err), &res)
+	err = attemptsNote(deadlineNote(c.finalFailure(turn.Context(), err), &res), &res)
 
 	// settle + record, respond
 	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
@@ -297,6 +297,35 @@ func deadlineNote(err error, res *route.Result) error {
 		return &cp
 	}
 	return err
+}
+
+// attemptsNote adds to the failure of a call that made two or more
+// attempts how many, on which deployments ("… (after 5 attempts: down ×3,
+// unreachable ×2)"): the failure names the last deployment only, and the
+// client's operator otherwise cannot tell that a fallback was tried
+// (newcomer finding). A deadline failure says it its own way
+// (deadlineNote); a canceled call's client is gone.
+func attemptsNote(err error, res *route.Result) error {
+	fe := failure.As(err)
+	atts := res.Attempts()
+	if fe == nil || len(atts) < 2 || fe.Reason == failure.DeadlineExceeded || fe.Reason == failure.Canceled {
+		return err
+	}
+	var deps []string
+	count := map[string]int{}
+	for _, a := range atts {
+		if count[a.Deployment] == 0 {
+			deps = append(deps, a.Deployment)
+		}
+		count[a.Deployment]++
+	}
+	parts := make([]string, len(deps))
+	for i, d := range deps {
+		parts[i] = fmt.Sprintf("%s ×%d", d, count[d])
+	}
+	cp := *fe
+	cp.Message = fmt.Sprintf("%s (after %d attempts: %s)", message(fe), len(atts), strings.Join(parts, ", "))
+	return &cp
 }
 
 // killFlags reports whether a kill flag disables every deployment of

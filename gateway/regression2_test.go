@@ -230,7 +230,7 @@ func TestRegression_10_UpstreamErrorsHideURLs(t *testing.T) {
 	g := newGW(t, oneAlias("", openAIDep("down", "gpt-4o-mini", "http://"+addr)), nil)
 	resp, body := g.do("POST", "/v1/chat/completions", chat)
 	_, code, msg := decodeError(t, body)
-	if resp.StatusCode != 502 || code != "connection_error" || msg != "upstream deployment down: connection refused" {
+	if resp.StatusCode != 502 || code != "connection_error" || msg != "upstream deployment down: connection refused (after 3 attempts: down ×3)" {
 		t.Fatalf("status %d body %s", resp.StatusCode, body)
 	}
 	if strings.Contains(body, addr) || strings.Contains(body, "http://") {
