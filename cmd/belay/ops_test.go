@@ -176,8 +176,8 @@ func TestTraceShow(t *testing.T) {
 		"run invoke_agent support  error  2.5s  tenant=acme status=stopped stop_reason=budget_exceeded cost=$0.0123",
 		"  ! budget.alert +2s  fraction=0.8 scope=run",
 		"  model chat gpt-4o  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123",
-		"    attempt attempt openai-a  error  300ms  deployment=openai-a attempt=1 failure=rate_limited kind=transient",
-		"    attempt attempt openai-b  ok  800ms  deployment=openai-b attempt=2 wait_ms=90",
+		"    attempt openai-a  error  300ms  deployment=openai-a attempt=1 failure=rate_limited kind=transient",
+		"    attempt openai-b  ok  800ms  deployment=openai-b attempt=2 wait_ms=90",
 		"  tool execute_tool issue_refund  ok  20ms  tool=issue_refund approval=ap-1 approval_state=approved outcome=executed",
 		"(no messages recorded: a gateway records them unless its config says capture: off)",
 	}
@@ -218,7 +218,7 @@ func TestTraceShow(t *testing.T) {
 		"    < user \"refund order A-17\"\n"+
 		"    > \"I will refund it.\"\n"+
 		"    > tool call issue_refund({\"order\":\"A-17\"})\n"+
-		"    attempt attempt openai-a")
+		"    attempt openai-a")
 	if strings.Contains(out, "no messages recorded") {
 		t.Errorf("r2 has messages, yet:\n%s", out)
 	}

@@ -309,7 +309,11 @@ func (t *tree) write(w io.Writer, i, depth int, allAttrs bool) {
 	if allAttrs {
 		attrs = everyAttr(s.Attrs)
 	}
-	fmt.Fprintf(w, "%s%s %s  %s  %s", indent, s.Kind, s.Name, orDash(string(s.Status)), spanDuration(s))
+	label := string(s.Kind) + " " + s.Name
+	if strings.HasPrefix(s.Name, string(s.Kind)+" ") { // "attempt openai-a", not "attempt attempt openai-a"
+		label = s.Name
+	}
+	fmt.Fprintf(w, "%s%s  %s  %s", indent, label, orDash(string(s.Status)), spanDuration(s))
 	if len(attrs) > 0 {
 		fmt.Fprintf(w, "  %s", strings.Join(attrs, " "))
 	}
