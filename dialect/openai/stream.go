@@ -89,23 +89,23 @@ type keptCall struct {
 }
 
 func (k *keptAnswer) choice(i int) *keptChoice {
-	for j := range k.choices {
-		if k.choices[j].index == i {
-			return &k.choices[j]
-		}
-	}
-	k.choices = append(k.choices, keptChoice{index: i})
-	return &k.choices[len(k.choices)-1]
+	return byIndex(&k.choices, i, func(c *keptChoice) int { return c.index }, keptChoice{index: i})
 }
 
 func (c *keptChoice) call(i int) *keptCall {
-	for j := range c.calls {
-		if c.calls[j].index == i {
-			return &c.calls[j]
+	return byIndex(&c.calls, i, func(k *keptCall) int { return k.index }, keptCall{index: i})
+}
+
+// byIndex returns the element of *s whose index is i, appending fresh
+// when there is none (a stream's choices and tool calls come by index).
+func byIndex[T any](s *[]T, i int, index func(*T) int, fresh T) *T {
+	for j := range *s {
+		if index(&(*s)[j]) == i {
+			return &(*s)[j]
 		}
 	}
-	c.calls = append(c.calls, keptCall{index: i})
-	return &c.calls[len(c.calls)-1]
+	*s = append(*s, fresh)
+	return &(*s)[len(*s)-1]
 }
 
 func (a *Accumulator) keep(ch ChunkChoice) {
