@@ -132,11 +132,11 @@ func (c *call) serve() (int, error) {
 			}
 		}
 	}
-	if flags, all := s.killFlags(c.chain); all {
+	switch flags, killed, open := s.unservable(c.chain); {
+	case killed:
 		return c.refuse(refusal(failure.Killed, fmt.Sprintf(
 			"every deployment of model %q is disabled by a kill flag (%s; undo with belay unkill)", req.model, strings.Join(flags, "; "))))
-	}
-	if s.allRefusing(c.chain) {
+	case open:
 		if wait, ok := s.reopenIn(c.chain, time.Now()); ok {
 			return c.refuseAllOpen(wait)
 		}
@@ -328,26 +328,35 @@ func attemptsNote(err error, res *route.Result) error {
 	return &cp
 }
 
-// killFlags reports whether a kill flag disables every deployment of
-// chain and, if so, the flags, each once ("model gpt-4o: runaway").
-func (s *Server) killFlags(chain []route.Deployment) (flags []string, all bool) {
-	if s.disabled == nil {
-		return nil, false
-	}
+// unservable reports whether no deployment of chain can take a call now,
+// looking once at each and stopping at the first that can: killed when a
+// kill flag disables every one (flags: the flags, each once, "model
+// gpt-4o: runaway"), else open when the breaker of every one a flag does
+// not disable refuses calls now (open, or half-open with its probes in
+// flight).
+func (s *Server) unservable(chain []route.Deployment) (flags []string, killed, open bool) {
 	for _, d := range chain {
-		k, ok := s.disabled(d)
-		if !ok {
-			return nil, false
+		if s.disabled != nil {
+			if k, off := s.disabled(d); off {
+				f := fmt.Sprintf("%s %s", k.Target, k.Name)
+				if k.Reason != "" {
+					f += ": " + k.Reason
+				}
+				if !slices.Contains(flags, f) {
+					flags = append(flags, f)
+				}
+				continue
+			}
 		}
-		f := fmt.Sprintf("%s %s", k.Target, k.Name)
-		if k.Reason != "" {
-			f += ": " + k.Reason
+		if b := s.router.Breaker(d.Name); b == nil || !b.Refusing() {
+			return nil, false, false
 		}
-		if !slices.Contains(flags, f) {
-			flags = append(flags, f)
-		}
+		open = true
 	}
-	return flags, true
+	if open {
+		return nil, false, true
+	}
+	return flags, true, false
 }
 
 // settleAfterAnswerMax is the largest answer body (bytes) written before

@@ -32,29 +32,26 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 // also carries x-should-retry: false: belay already retried and fell back
 // as far as the policy allows, and a client retry on top would multiply
 // the load on a failing provider. A refusal by every breaker of the chain
-// before any attempt (a breaker opened after serve's check, below) also
-// says when one lets a call through (see openFailure); the call was
-// counted in its run, so x-should-retry: false stays.
+// before any attempt (a breaker opened after serve's check) also says when
+// one lets a call through (see allOpenFailure); the call was counted in
+// its run, so x-should-retry: false stays.
 func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
-	if upstreamRejectedCredentials(fe) {
+	switch {
+	case upstreamRejectedCredentials(fe):
 		// The provider refused belay's credentials for the deployment,
 		// not the client's key to belay: the message says so, so that
 		// the client's operator does not go looking at their own key.
-		cp := *fe
-		cp.Message = fmt.Sprintf("upstream deployment %s rejected the gateway's credentials for it (HTTP %d from the provider: %s); "+
-			"your key to belay was accepted: the gateway's config must fix that deployment's api_key", fe.Deployment, fe.Status, message(fe))
+		what, fix := "rejected the gateway's credentials for it", "api_key"
 		if fe.Reason == failure.PermissionDenied {
-			cp.Message = fmt.Sprintf("upstream deployment %s: the provider denied the gateway's credentials for it access (HTTP %d: %s); "+
-				"your key to belay was accepted: the gateway's config must fix that deployment's api_key or its account's access", fe.Deployment, fe.Status, message(fe))
+			what, fix = "denied the gateway's credentials for it access", "api_key or its account's access"
 		}
-		return c.refuse(&cp)
-	}
-	if fe.Reason == failure.CircuitOpen && c.attempts == 0 {
+		cp := *fe
+		cp.Message = fmt.Sprintf("upstream deployment %s %s (HTTP %d from the provider: %s); "+
+			"your key to belay was accepted: the gateway's config must fix that deployment's %s", fe.Deployment, what, fe.Status, message(fe), fix)
+		fe = &cp
+	case fe.Reason == failure.CircuitOpen && c.attempts == 0:
 		if wait, ok := c.s.reopenIn(c.chain, time.Now()); ok {
-			out := openFailure(fe.Message, wait)
-			c.w.Header().Set(HeaderShouldRetry, "false")
-			c.f.writeFailure(c.w, out)
-			return statusOf(c.f, out), fe
+			fe = c.allOpenFailure(wait)
 		}
 	}
 	return c.refuse(fe)
@@ -71,45 +68,24 @@ func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
 // Retry-After of up to 60 s); a retry refused again costs no upstream
 // attempt and no turn.
 func (c *call) refuseAllOpen(wait time.Duration) (int, error) {
+	fe := c.allOpenFailure(wait)
+	c.f.writeFailure(c.w, fe)
+	return statusOf(c.f, fe), fe
+}
+
+// allOpenFailure is the CircuitOpen failure of a call whose chain's
+// breakers all refuse it, naming the deployments, with wait (how long
+// until the first lets a call through) as its Retry-After and, in whole
+// seconds rounded up, in its message.
+func (c *call) allOpenFailure(wait time.Duration) *failure.Error {
 	names := make([]string, 0, len(c.chain))
 	for _, d := range c.chain {
 		names = append(names, d.Name)
 	}
-	msg := fmt.Sprintf("every deployment of model %q has its circuit breaker open (%s)", c.alias, strings.Join(names, ", "))
-	out := openFailure(msg, wait)
-	c.f.writeFailure(c.w, out)
-	return statusOf(c.f, out), out
-}
-
-// openFailure is the CircuitOpen failure with message msg, and the wait
-// after which a breaker lets a call through as its Retry-After (rounded
-// up to the millisecond: a client that waits exactly that long is not
-// early) and in the message.
-func openFailure(msg string, wait time.Duration) *failure.Error {
-	wait = max((wait + time.Millisecond - 1).Truncate(time.Millisecond), time.Millisecond)
 	return &failure.Error{Kind: failure.Degraded, Reason: failure.CircuitOpen, Cause: breaker.ErrOpen,
 		RetryAfter: wait, HasRetryAfter: true,
-		Message: fmt.Sprintf("%s; a call may get through again in %s (Retry-After)", msg, (wait + time.Second - 1).Truncate(time.Second))}
-}
-
-// allRefusing reports whether the breaker of every deployment of chain
-// not disabled by a kill flag refuses calls now (false when none is
-// left: the kill refusal answers those).
-func (s *Server) allRefusing(chain []route.Deployment) bool {
-	n := 0
-	for _, d := range chain {
-		if s.disabled != nil {
-			if _, off := s.disabled(d); off {
-				continue
-			}
-		}
-		b := s.router.Breaker(d.Name)
-		if b == nil || !b.Refusing() {
-			return false
-		}
-		n++
-	}
-	return n > 0
+		Message: fmt.Sprintf("every deployment of model %q has its circuit breaker open (%s); a call may get through again in %s (Retry-After)",
+			c.alias, strings.Join(names, ", "), (wait + time.Second - 1).Truncate(time.Second))}
 }
 
 // reopenIn returns how long after now the first breaker of chain lets a
