@@ -35,3 +35,16 @@ func (k *KeepBudget) Append(dst *[]byte, b string) {
 
 // Dropped returns the bytes Append left out.
 func (k *KeepBudget) Dropped() int64 { return k.dropped }
+
+// ByIndex returns the element of *s whose index (as index reads it) is i,
+// appending fresh when there is none: an accumulator's choices, tool calls
+// and content blocks come by index, interleaved.
+func ByIndex[T any](s *[]T, i int, index func(*T) int, fresh T) *T {
+	for j := range *s {
+		if index(&(*s)[j]) == i {
+			return &(*s)[j]
+		}
+	}
+	*s = append(*s, fresh)
+	return &(*s)[len(*s)-1]
+}

@@ -1,8 +1,11 @@
 package anthropic_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
+	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/anthropic"
 )
 
@@ -34,5 +37,26 @@ func TestAccumulatorKeepsTheAnswer(t *testing.T) {
 		`{"id":"t1","input":{"a":1},"name":"f","type":"tool_use"},{"id":"t2","input":"{\"b\":","name":"g","type":"tool_use"}]`
 	if got := string(a.Answer()); got != want {
 		t.Errorf("answer\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Past dialect.KeepMax the text is cut, and a last text block says how
+// many bytes were left out.
+func TestAccumulatorKeepsAtMostKeepMax(t *testing.T) {
+	var a anthropic.Accumulator
+	a.Keep = true
+	delta, _ := json.Marshal(map[string]any{"type": "content_block_delta", "index": 0,
+		"delta": map[string]any{"type": "text_delta", "text": strings.Repeat("x", dialect.KeepMax+10)}})
+	for _, e := range [][]byte{[]byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`), delta} {
+		if err := a.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []struct{ Type, Text string }
+	if err := json.Unmarshal(a.Answer(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || len(got[0].Text) != dialect.KeepMax || got[1].Text != dialect.DroppedNote(10) {
+		t.Errorf("%d blocks, first %d bytes, last %q; want 2, %d bytes, %q", len(got), len(got[0].Text), got[len(got)-1].Text, dialect.KeepMax, dialect.DroppedNote(10))
 	}
 }

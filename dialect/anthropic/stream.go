@@ -90,16 +90,7 @@ func (a *Accumulator) keep(ev *Event) {
 	if ev.Index == nil {
 		return
 	}
-	var b *keptBlock
-	for j := range a.blocks {
-		if a.blocks[j].index == *ev.Index {
-			b = &a.blocks[j]
-		}
-	}
-	if b == nil {
-		a.blocks = append(a.blocks, keptBlock{index: *ev.Index})
-		b = &a.blocks[len(a.blocks)-1]
-	}
+	b := dialect.ByIndex(&a.blocks, *ev.Index, func(b *keptBlock) int { return b.index }, keptBlock{index: *ev.Index})
 	switch {
 	case ev.Type == EventContentBlockStart && ev.ContentBlock != nil:
 		cb := ev.ContentBlock
@@ -121,9 +112,9 @@ func (a *Accumulator) keep(ev *Event) {
 // non-streamed message: text blocks with their text, thinking blocks
 // with their thinking, tool_use blocks with id, name and input (the
 // streamed input JSON; as a string when it is not valid JSON, a stream
-// cut inside it). When the answer passed dialect.KeepMax, the last block
-// ends with a note of how many bytes were left out (as its text, or as an
-// extra text block). Nil without Keep or before any block.
+// cut inside it). When the answer passed dialect.KeepMax, a last text
+// block notes how many bytes were left out. Nil without Keep or before any
+// block.
 func (a *Accumulator) Answer() []byte {
 	if len(a.blocks) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 
 	"github.com/belay-run/belay/dialect"
@@ -89,23 +90,11 @@ type keptCall struct {
 }
 
 func (k *keptAnswer) choice(i int) *keptChoice {
-	return byIndex(&k.choices, i, func(c *keptChoice) int { return c.index }, keptChoice{index: i})
+	return dialect.ByIndex(&k.choices, i, func(c *keptChoice) int { return c.index }, keptChoice{index: i})
 }
 
 func (c *keptChoice) call(i int) *keptCall {
-	return byIndex(&c.calls, i, func(k *keptCall) int { return k.index }, keptCall{index: i})
-}
-
-// byIndex returns the element of *s whose index is i, appending fresh
-// when there is none (a stream's choices and tool calls come by index).
-func byIndex[T any](s *[]T, i int, index func(*T) int, fresh T) *T {
-	for j := range *s {
-		if index(&(*s)[j]) == i {
-			return &(*s)[j]
-		}
-	}
-	*s = append(*s, fresh)
-	return &(*s)[len(*s)-1]
+	return dialect.ByIndex(&c.calls, i, func(k *keptCall) int { return k.index }, keptCall{index: i})
 }
 
 func (a *Accumulator) keep(ch ChunkChoice) {
@@ -120,8 +109,8 @@ func (a *Accumulator) keep(ch ChunkChoice) {
 	}
 	for _, tc := range d.ToolCalls {
 		k := c.call(tc.Index)
-		k.id = cmpOr(k.id, tc.ID)
-		k.typ = cmpOr(k.typ, tc.Type)
+		k.id = cmp.Or(k.id, tc.ID)
+		k.typ = cmp.Or(k.typ, tc.Type)
 		k.name += tc.Function.Name
 		a.kept.budget.Append(&k.arguments, tc.Function.Arguments)
 	}
@@ -130,19 +119,12 @@ func (a *Accumulator) keep(ch ChunkChoice) {
 	}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // Answer returns the kept answer (Keep) as the "choices" array of a
 // non-streamed chat.completion: each choice's index, its message (role
 // assistant, content, refusal, tool_calls, annotations empty) and
-// finish_reason (null when the stream ended before it). When the answer passed dialect.KeepMax,
-// the last kept text ends with a note of how many bytes were left out. Nil
-// without Keep or before any choice.
+// finish_reason (null when the stream ended before it). When the answer
+// passed dialect.KeepMax, the last choice's content ends with a note of
+// how many bytes were left out. Nil without Keep or before any choice.
 func (a *Accumulator) Answer() []byte {
 	if len(a.kept.choices) == 0 {
 		return nil
@@ -164,7 +146,7 @@ func (a *Accumulator) Answer() []byte {
 			m.Refusal = &s
 		}
 		for _, k := range c.calls {
-			typ := cmpOr(k.typ, "function")
+			typ := cmp.Or(k.typ, "function")
 			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: k.id, Type: typ, Function: FunctionCall{Name: k.name, Arguments: string(k.arguments)}})
 		}
 		ch := choice{Index: c.index, Message: m}
