@@ -63,8 +63,8 @@ func newRoot() *cobra.Command {
 	withUsage(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		hint := ""
-		for typed, flag := range flagAliases {
-			if strings.Contains(err.Error(), "unknown flag: --"+typed) && c.Flags().Lookup(flag) != nil {
+		if typed, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
+			if flag, ok := flagAliases[typed]; ok && c.Flags().Lookup(flag) != nil {
 				hint = fmt.Sprintf("; did you mean --%s?", flag)
 			}
 		}

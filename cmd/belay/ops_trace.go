@@ -361,13 +361,9 @@ func answerLines(v any) []string {
 		if s == "" {
 			return nil
 		}
-		d := json.NewDecoder(strings.NewReader(s))
-		d.UseNumber()
-		var x any
-		if err := d.Decode(&x); err != nil || d.More() {
+		if v, ok = decodePayload(s); !ok {
 			return []string{quoteText(s)}
 		}
-		v = x
 	}
 	if v == nil {
 		return nil
@@ -478,9 +474,7 @@ func promptLine(v any) string {
 		if s == "" {
 			return ""
 		}
-		d := json.NewDecoder(strings.NewReader(s))
-		d.UseNumber()
-		if d.Decode(&v) != nil {
+		if v, ok = decodePayload(s); !ok {
 			return quoteText(s)
 		}
 	}
@@ -522,24 +516,34 @@ func promptLine(v any) string {
 	return escapeControl(role) + " " + quoteText(strings.Join(texts, " "))
 }
 
+// decodePayload decodes a recorded payload, one JSON value, with numbers
+// as json.Number (their digits kept); false when s is not one.
+func decodePayload(s string) (any, bool) {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil || d.More() {
+		return nil, false
+	}
+	return v, true
+}
+
 // quoteText quotes s (strconv.Quote) after cutting it at answerMax
 // characters, saying how many more there were.
-func quoteText(s string) string {
-	r := []rune(s)
-	if len(r) <= answerMax {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprintf("%s… (%d more characters; --attrs prints all)", strconv.Quote(string(r[:answerMax])), len(r)-answerMax)
-}
+func quoteText(s string) string { return cut(s, strconv.Quote) }
 
 // shorten cuts s (already free of control characters) to answerMax
 // characters, saying how many more there were.
-func shorten(s string) string {
+func shorten(s string) string { return cut(s, func(s string) string { return s }) }
+
+// cut shows s with show, cut at answerMax characters first, saying how many
+// more there were.
+func cut(s string, show func(string) string) string {
 	r := []rune(s)
 	if len(r) <= answerMax {
-		return s
+		return show(s)
 	}
-	return fmt.Sprintf("%s… (%d more characters; --attrs prints all)", string(r[:answerMax]), len(r)-answerMax)
+	return fmt.Sprintf("%s… (%d more characters; --attrs prints all)", show(string(r[:answerMax])), len(r)-answerMax)
 }
 
 // compactJSON encodes v as compact JSON without HTML escaping (numbers
@@ -558,26 +562,27 @@ func compactJSON(v any) string {
 // escaped as Go escapes them (\n, \x1b, \u0085), other characters as
 // they are.
 func escapeControl(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 || r == utf8.RuneError }) {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, isControl) {
 		return s
 	}
 	var b strings.Builder
-	for i, r := range s {
-		if r == utf8.RuneError || r < 0x20 || r >= 0x7f && r < 0xa0 {
-			if r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD") {
-				if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
-					fmt.Fprintf(&b, "\\x%02x", s[i])
-					continue
-				}
-			}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case isControl(r):
 			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
-			continue
+		default:
+			b.WriteString(s[i : i+n])
 		}
-		b.WriteRune(r)
+		i += n
 	}
 	return b.String()
 }
+
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
 
 func spanDuration(s trace.Span) string {
 	if s.End.IsZero() || s.End.Before(s.Start) {

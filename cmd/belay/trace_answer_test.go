@@ -153,3 +153,17 @@ func TestAnswerLinesShowThinking(t *testing.T) {
 		t.Errorf("answer shown as %q: nothing says two thinking blocks were left out", got)
 	}
 }
+
+// Invalid UTF-8 is shown byte by byte; a real U+FFFD and other text stay
+// as they are.
+func TestEscapeControl(t *testing.T) {
+	for in, want := range map[string]string{
+		"ok é \uFFFD":     "ok é \uFFFD",
+		"a\xffb":          `a\xffb`,
+		"tab\there\u0085": `tab\there\u0085`,
+	} {
+		if got := escapeControl(in); got != want {
+			t.Errorf("escapeControl(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
