@@ -224,6 +224,27 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// ParseText reads text that Error wrote ("transient: rate_limited (HTTP
+// 429) from d: slow down"), as a run record keeps it: the kind, the reason,
+// and the rest as written after the reason (" (HTTP 429) from d: slow
+// down"). ok is false for text of another form (its first word not a
+// kind).
+func ParseText(s string) (k Kind, r Reason, rest string, ok bool) {
+	kind, after, found := strings.Cut(s, ": ")
+	if !found {
+		return 0, "", "", false
+	}
+	k, err := ParseKind(kind)
+	if err != nil {
+		return 0, "", "", false
+	}
+	i := strings.IndexAny(after, " :")
+	if i < 0 {
+		i = len(after)
+	}
+	return k, Reason(after[:i]), after[i:], true
+}
+
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Cause }
 

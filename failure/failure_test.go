@@ -45,3 +45,22 @@ func TestPlainMessageIsShortAndValid(t *testing.T) {
 		t.Errorf("message %q (%d bytes)", msg, len(msg))
 	}
 }
+
+// ParseText reads back what Error wrote, whatever parts it has.
+func TestParseTextReadsError(t *testing.T) {
+	for _, e := range []*Error{
+		{Kind: Transient, Reason: RateLimited, Status: 429, Deployment: "d", Message: "slow: down"},
+		{Kind: Fatal, Reason: Killed, Message: "killed by the kill switch (run r1): runaway"},
+		{Kind: Degraded, Reason: CircuitOpen},
+	} {
+		k, r, rest, ok := ParseText(e.Error())
+		if !ok || k != e.Kind || r != e.Reason || e.Kind.String()+": "+string(r)+rest != e.Error() {
+			t.Errorf("ParseText(%q) = %v %q %q %v", e.Error(), k, r, rest, ok)
+		}
+	}
+	for _, s := range []string{"agent exited 3", "abandoned: no process held the run", ""} {
+		if _, _, _, ok := ParseText(s); ok {
+			t.Errorf("ParseText(%q) read it as a failure", s)
+		}
+	}
+}

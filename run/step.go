@@ -503,9 +503,8 @@ func (r *Run) unadmitLocked(a *Admitted) {
 // Error, "fatal: killed: killed by the kill switch (run r1): runaway"),
 // without the kind and reason that the refusal names already.
 func stopMessage(recErr, reason string) string {
-	kind, rest, ok := strings.Cut(recErr, ": ")
-	if ok && !strings.Contains(kind, " ") {
-		if msg, ok := strings.CutPrefix(rest, reason+": "); ok {
+	if _, r, rest, ok := failure.ParseText(recErr); ok && string(r) == reason {
+		if msg, ok := strings.CutPrefix(rest, ": "); ok {
 			return msg
 		}
 	}

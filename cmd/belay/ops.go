@@ -180,14 +180,10 @@ func runReason(r store.Run) string {
 	if r.StopReason != "" || r.Error == "" {
 		return r.StopReason
 	}
-	kind, rest, ok := strings.Cut(r.Error, ": ")
-	if _, err := failure.ParseKind(kind); !ok || err != nil {
-		return "error"
+	if _, reason, _, ok := failure.ParseText(r.Error); ok {
+		return string(reason)
 	}
-	if i := strings.IndexAny(rest, " :"); i >= 0 {
-		rest = rest[:i]
-	}
-	return rest
+	return "error"
 }
 
 func orDash(s string) string {
