@@ -23,6 +23,7 @@ import (
 	"github.com/belay-run/belay/sim"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
+	"github.com/belay-run/belay/trace"
 )
 
 const toolScript = `
@@ -132,6 +133,22 @@ func flushRuns(t *testing.T, st *gateway.Stack) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// storedSpans returns run id's spans from the store, once the run
+// records and the trace recorder's batches are written.
+func storedSpans(t *testing.T, st *gateway.Stack, id string) []trace.Span {
+	t.Helper()
+	ctx := context.Background()
+	flushRuns(t, st)
+	if err := st.Recorder.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans, err := st.Store.RunSpans(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spans
 }
 
 // record returns the stored run id, once the records are written.

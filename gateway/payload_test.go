@@ -31,19 +31,8 @@ func TestCapturedMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id := resp.Header.Get("X-Belay-Run-Id")
-			if err := h.stack.Runs.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.stack.Recorder.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			spans, err := h.stack.Store.RunSpans(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var in, out string
-			for _, s := range spans {
+			for _, s := range storedSpans(t, h.stack, resp.Header.Get("X-Belay-Run-Id")) {
 				if s.Kind == trace.KindModel {
 					in, _ = s.Attrs[trace.AttrInputMessages].(string)
 					out, _ = s.Attrs[trace.AttrOutputMessages].(string)
@@ -95,18 +84,8 @@ func TestStreamedAnswerRecorded(t *testing.T) {
 	}
 	anID := resp.Header.Get("X-Belay-Run-Id")
 
-	if err := h.stack.Runs.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.stack.Recorder.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
 	output := func(id string) string {
-		spans, err := h.stack.Store.RunSpans(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range spans {
+		for _, s := range storedSpans(t, h.stack, id) {
 			if s.Kind == trace.KindModel {
 				out, _ := s.Attrs[trace.AttrOutputMessages].(string)
 				return out

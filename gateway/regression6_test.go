@@ -141,17 +141,7 @@ func TestRefusalNotedOnItsRun(t *testing.T) {
 	if s := post(`{"model":"nope","messages":[{"role":"user","content":"hi"}]}`); s != 404 {
 		t.Fatalf("unknown model: %d; want 404", s)
 	}
-	ctx := context.Background()
-	if err := st.Runs.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Recorder.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	spans, err := st.Store.RunSpans(ctx, "agent-run-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spans := storedSpans(t, st, "agent-run-1")
 	var reasons []string
 	for _, s := range spans {
 		if s.Kind != "run" {
