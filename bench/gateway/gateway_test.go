@@ -112,3 +112,23 @@ func TestUpstreamThroughBareProxy(t *testing.T) {
 		t.Errorf("sent = %d, want 3", n)
 	}
 }
+
+// TestMemoryReadingIsTheMedian checks that a memory reading is the median
+// of its samples, and that the report shows their range.
+func TestMemoryReadingIsTheMedian(t *testing.T) {
+	samples := []int64{71000, 90000, 70000, 72000, 69000}
+	if got := median(samples); got != 71000 {
+		t.Errorf("median = %d, want 71000", got)
+	}
+	if samples[0] != 71000 || samples[1] != 90000 {
+		t.Errorf("median reordered its input: %v", samples)
+	}
+	if got := median([]int64{4, 1, 3, 2}); got != 2 {
+		t.Errorf("median of an even count = %d, want the lower middle 2", got)
+	}
+	got := rssText([]rssReading{{requests: 100000, kb: 71680, samples: []int64{70656, 71680, 92160}}})
+	want := "70.0 MiB at 100000 requests (median of 3: 69.0–90.0)"
+	if got != want {
+		t.Errorf("rssText = %q, want %q", got, want)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,9 +34,12 @@ type namedIntegrity struct {
 	in   integrity
 }
 
+// rssReading is one memory reading: kb is the median of samples (VmRSS,
+// kB), read from requests on.
 type rssReading struct {
 	requests int64
 	kb       int64
+	samples  []int64
 }
 
 // goal is one line of the verdict table.
@@ -170,7 +174,11 @@ func goals(o options, m *measured) []goal {
 func rssText(rs []rssReading) string {
 	var parts []string
 	for _, r := range rs {
-		parts = append(parts, fmt.Sprintf("%.1f MiB at %d requests", float64(r.kb)/1024, r.requests))
+		p := fmt.Sprintf("%.1f MiB at %d requests", float64(r.kb)/1024, r.requests)
+		if len(r.samples) > 1 {
+			p += fmt.Sprintf(" (median of %d: %.1f–%.1f)", len(r.samples), float64(slices.Min(r.samples))/1024, float64(slices.Max(r.samples))/1024)
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, ", ")
 }
