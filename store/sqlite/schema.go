@@ -193,20 +193,6 @@ ALTER TABLE runs_v4 RENAME TO runs;
 CREATE INDEX runs_by_started ON runs (started_ns, id);
 CREATE INDEX runs_by_tenant ON runs (tenant, started_ns, id);
 `,
-	// 5: span batches. A call's spans (its run's, its step's, each
-	// attempt's) were a row each, two b-tree inserts per span (the table
-	// and the run index): about a third of the writer's CPU per call.
-	// Now each WriteSpans call stores a run's spans as one value
-	// (codec.EncodeSpanBatch) in one row; rows written before stay in
-	// spans and are read with the batches (sqlstore.Dialect.SpanBatches).
-	`
-CREATE TABLE span_batches (
-	seq INTEGER PRIMARY KEY,
-	run_id TEXT NOT NULL,
-	spans BLOB NOT NULL
-);
-CREATE INDEX span_batches_by_run ON span_batches (run_id, seq);
-`,
 }
 
 // version reads the schema version (0 for a database without one).

@@ -110,7 +110,7 @@ func OpenOptions(ctx context.Context, path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store/sqlite: open %s: %w", path, err)
 	}
-	return &Store{Core: sqlstore.New(b, sqlstore.Dialect{Name: "store/sqlite", SpanBatches: true}), b: b, path: path}, nil
+	return &Store{Core: sqlstore.New(b, sqlstore.Dialect{Name: "store/sqlite"}), b: b, path: path}, nil
 }
 
 // Path returns the file's path as given to Open.

@@ -72,12 +72,10 @@ type Backend interface {
 // Core implements store.Store (less the backend-specific extras) over a
 // Backend.
 type Core struct {
-	name string // error prefix: "store/sqlite"
-	b    Backend
-	skip string // suffix that makes a SELECT skip rows other transactions lock
-	// spanBatches: spans are written to span_batches (Dialect.SpanBatches).
-	spanBatches bool
-	closed      atomic.Bool
+	name   string // error prefix: "store/sqlite"
+	b      Backend
+	skip   string // suffix that makes a SELECT skip rows other transactions lock
+	closed atomic.Bool
 }
 
 // Dialect options for New.
@@ -88,18 +86,10 @@ type Dialect struct {
 	// deletes, so that concurrent callers do not queue on each other
 	// (PostgreSQL: " FOR UPDATE SKIP LOCKED"; SQLite, with one writer: "").
 	SkipLocked string
-	// SpanBatches has WriteSpans write each run's spans of a call as one
-	// row of the table span_batches (seq, run_id, spans) instead of a row
-	// of spans per span; RunSpans reads both. The schema must have the
-	// table: seq ascending in write order, an index on (run_id, seq), and
-	// spans a BLOB (store/sqlite, schema 5).
-	SpanBatches bool
 }
 
 // New returns a Core over b. b must already hold the current schema.
-func New(b Backend, d Dialect) *Core {
-	return &Core{name: d.Name, b: b, skip: d.SkipLocked, spanBatches: d.SpanBatches}
-}
+func New(b Backend, d Dialect) *Core { return &Core{name: d.Name, b: b, skip: d.SkipLocked} }
 
 var _ store.Store = (*Core)(nil)
 
