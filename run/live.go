@@ -127,7 +127,7 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 	r.created, r.fresh, r.freshSpec = !s.Fresh, s.Fresh, s.Fresh
 	m.publish(s.ID, e, r, nil)
 	if !s.Fresh { // a Fresh run's span is written when it ends, like its record
-		m.sink.Record(r.runSpan())
+		r.recordRunSpan()
 	}
 	r.arm()
 	return r, nil
@@ -231,7 +231,7 @@ func (m *Manager) Note(id, tenant, name string, attrs map[string]any) bool {
 		return false
 	}
 	r.event(name, attrs)
-	m.sink.Record(r.runSpan())
+	r.recordRunSpan()
 	return true
 }
 

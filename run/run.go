@@ -29,6 +29,11 @@ type Run struct {
 	traceID  string
 	spanID   string
 	deadline time.Time // zero: none
+	// spanOrder (one slot) is held from the snapshot of the run's span to
+	// its hand-over to the sink (recordRunSpan). A channel, not a
+	// sync.Mutex, so that a test in a synctest bubble sees a recorder
+	// waiting for it as durably blocked.
+	spanOrder chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -92,7 +97,7 @@ type Run struct {
 // deadline (see Admit).
 func (m *Manager) newRun(rec store.Run, single bool) *Run {
 	r := &Run{m: m, id: rec.ID, tenant: rec.Tenant, rec: rec, open: map[*Admitted]struct{}{},
-		lastActive: m.now(), single: single}
+		lastActive: m.now(), single: single, spanOrder: make(chan struct{}, 1)}
 	r.written = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	if rec.Status != store.RunRunning {
@@ -111,6 +116,20 @@ func (m *Manager) newRun(rec store.Run, single bool) *Run {
 		r.cancel = func(err error) { parentCancel(err); cancelT() }
 	}
 	return r
+}
+
+// recordRunSpan hands the run's span, as it is now, to the sink. The
+// snapshot and the hand-over happen under spanOrder, so the run's span
+// reaches the sink in the order of its snapshots, and the store, which
+// keeps a span's last write, keeps the latest: a note taken while the run
+// was live and handed over after the run's end (an adversarial review's
+// finding) no longer replaces the ended span. The sink may block (a full
+// recorder, up to its BlockTimeout); the run's other span records wait
+// for it, nothing else does.
+func (r *Run) recordRunSpan() {
+	r.spanOrder <- struct{}{}
+	defer func() { <-r.spanOrder }()
+	r.m.sink.Record(r.runSpan())
 }
 
 // deadlineFailure is the cause a run's context ends with at its deadline.
@@ -366,7 +385,7 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 		}
 	}
 	if !first {
-		r.m.sink.Record(r.runSpan()) // with the kill event
+		r.recordRunSpan() // with the kill event
 		return nil
 	}
 	if async, _ := ctx.Value(asyncEndKey{}).(bool); async {
@@ -374,11 +393,11 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 		// background (and the run evicted once it is), so one sweep can
 		// end many runs.
 		perr := r.persist(ctx)
-		r.m.sink.Record(r.runSpan())
+		r.recordRunSpan()
 		return perr
 	}
 	perr := r.persistNow(ctx)
-	r.m.sink.Record(r.runSpan())
+	r.recordRunSpan()
 	r.m.evict(r, false)
 	return perr
 }
@@ -797,6 +816,6 @@ func (r *Run) alerts(ctx context.Context, scopes []budget.ScopeLimit, tb TenantB
 	if len(fired) > 0 && r.isEnded() {
 		// The run's span was written at its end (a Single run's, before
 		// its spend landed): write it again with the alert events.
-		r.m.sink.Record(r.runSpan())
+		r.recordRunSpan()
 	}
 }

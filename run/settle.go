@@ -140,7 +140,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	}
 	if ended {
 		// A late settle changes the ended run's totals (and maybe events).
-		r.m.sink.Record(r.runSpan())
+		r.recordRunSpan()
 	}
 	if stop {
 		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
