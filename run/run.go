@@ -48,7 +48,11 @@ type Run struct {
 	reserving int
 	open      map[*Admitted]struct{}
 	events    []trace.Event
-	ended     bool
+	// eventsByName counts events by name (see maxEventsPerName), and
+	// eventsDropped those left out.
+	eventsByName  map[string]int
+	eventsDropped int64
+	ended         bool
 	// drained: the run's context is canceled. A hard end (kill, deadline,
 	// Finish) drains at once; a soft one (a turn or money refusal) when
 	// the last open step closes.
@@ -446,10 +450,27 @@ func (r *Run) kill(ctx context.Context, k store.Kill) {
 	_ = r.end(ctx, store.RunStopped, killFailure(k), true) // on a drained run: its steps are canceled on return
 }
 
+// maxEventsPerName bounds the events of one name on a run's span: the
+// OpenTelemetry SDKs' default span event count limit
+// (OTEL_SPAN_EVENT_COUNT_LIMIT, 128), applied per name, so that a client
+// sending bad requests in a run (a request.refused event each) can
+// neither grow the run without bound nor crowd out its kill and alert
+// events. The events past it are counted on the span
+// (belay.run.events_dropped); the first ones are kept.
+const maxEventsPerName = 128
+
 func (r *Run) event(name string, attrs map[string]any) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.eventsByName == nil {
+		r.eventsByName = map[string]int{}
+	}
+	if r.eventsByName[name] >= maxEventsPerName {
+		r.eventsDropped++
+		return
+	}
+	r.eventsByName[name]++
 	r.events = append(r.events, trace.Event{Name: name, Time: r.m.now(), Attrs: attrs})
-	r.mu.Unlock()
 }
 
 func (r *Run) isEnded() bool {

@@ -50,7 +50,9 @@ func TestRunSpanRecordsKeepTheirOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		noted := make(chan bool)
-		go func() { noted <- m.Note("noted", r.Tenant(), "request.refused", map[string]any{"reason": "invalid_request"}) }()
+		go func() {
+			noted <- m.Note("noted", r.Tenant(), "request.refused", map[string]any{"reason": "invalid_request"})
+		}()
 		<-sink.paused // the note's snapshot is taken, not yet handed over
 		finished := make(chan error)
 		go func() { finished <- r.Finish(ctx, store.RunSucceeded, nil) }()
@@ -82,4 +84,48 @@ func TestRunSpanRecordsKeepTheirOrder(t *testing.T) {
 			t.Errorf("the ended run span lost the note's event: %+v", run.Events)
 		}
 	})
+}
+
+// TestRunEventsBoundedPerName: a run noted more than maxEventsPerName
+// times under one name keeps the first maxEventsPerName of them, counts
+// the rest on its span, and still takes events of other names (a kill).
+func TestRunEventsBoundedPerName(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: storeSink{st}, KillPoll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	r, err := m.Start(ctx, Spec{ID: "flooded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxEventsPerName + 50 {
+		if !m.Note("flooded", r.Tenant(), "request.refused", map[string]any{"n": int64(i)}) {
+			t.Fatal("Note did not note")
+		}
+	}
+	m.Note("flooded", r.Tenant(), "belay.kill", nil)
+	spans, err := st.RunSpans(ctx, "flooded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spans) != 1 {
+		t.Fatalf("spans = %+v, want the run's", spans)
+	}
+	sp := spans[0]
+	refused := 0
+	for _, e := range sp.Events {
+		if e.Name == "request.refused" {
+			refused++
+		}
+	}
+	last := sp.Events[len(sp.Events)-1]
+	if refused != maxEventsPerName || last.Name != "belay.kill" || sp.Events[maxEventsPerName-1].Attrs["n"] != int64(maxEventsPerName-1) {
+		t.Errorf("events: %d request.refused (want %d, the first ones), last %q (want belay.kill)", refused, maxEventsPerName, last.Name)
+	}
+	if got := sp.Attrs["belay.run.events_dropped"]; got != int64(50) {
+		t.Errorf("belay.run.events_dropped = %v, want 50", got)
+	}
 }

@@ -79,6 +79,9 @@ func (r *Run) runSpan() trace.Span {
 	if r.costEstimated {
 		attrs[trace.AttrCostEstimated] = true
 	}
+	if r.eventsDropped > 0 {
+		attrs["belay.run.events_dropped"] = r.eventsDropped
+	}
 	status := trace.StatusUnset
 	switch rec.Status {
 	case "succeeded":
