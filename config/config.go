@@ -92,6 +92,10 @@ type Config struct {
 	// LimitsDefaulted: the file had no limits section, so Limits are
 	// DefaultLimits() (set by Load and Parse).
 	LimitsDefaulted bool `yaml:"-"`
+	// ModelsDefaulted is set when the config named no models and got the
+	// default ones (the built-in simulator's): belay serve warns when a
+	// config file has none. Not read from YAML.
+	ModelsDefaulted bool `yaml:"-"`
 }
 
 // Provider names the wire dialect of a deployment.

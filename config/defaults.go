@@ -73,7 +73,7 @@ func (c *Config) applyDefaults() {
 		c.MaxUpstreamBodyBytes = DefaultMaxUpstreamBodyBytes
 	}
 	if len(c.Models) == 0 {
-		c.Models = defaultModels()
+		c.Models, c.ModelsDefaulted = defaultModels(), true
 	}
 	for i := range c.Models {
 		for j := range c.Models[i].Deployments {

@@ -473,8 +473,16 @@ func (c *call) readBody() ([]byte, *failure.Error) {
 }
 
 // unknownModel is the ModelNotFound failure for a model not served in
-// dialect d; it names the aliases d can use.
+// dialect d; it names the aliases d can use. Its kind is Permanent, not
+// the reason's usual Degraded (an upstream's 404 for one deployment,
+// which another may serve): no deployment serves a name belay does not
+// know (a newcomer finding: logs said "degraded" for a typo).
 func (s *Server) unknownModel(d failure.Dialect, model string) *failure.Error {
+	notServed := func(msg string) *failure.Error {
+		fe := refusal(failure.ModelNotFound, msg)
+		fe.Kind = failure.Permanent
+		return fe
+	}
 	for _, m := range s.models {
 		if m.alias == model {
 			var at []string
@@ -485,14 +493,14 @@ func (s *Server) unknownModel(d failure.Dialect, model string) *failure.Error {
 				}
 				at = append(at, fmt.Sprintf("the %s dialect, POST %s", md, path))
 			}
-			return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not served in the %s dialect (it is served in %s)", model, d, strings.Join(at, "; ")))
+			return notServed(fmt.Sprintf("model %q is not served in the %s dialect (it is served in %s)", model, d, strings.Join(at, "; ")))
 		}
 	}
 	served := s.servedIn(d)
 	if len(served) > 20 {
 		served = append(served[:20], "…")
 	}
-	return refusal(failure.ModelNotFound, fmt.Sprintf("model %q is not a configured model alias (served in the %s dialect: %s)",
+	return notServed(fmt.Sprintf("model %q is not a configured model alias (served in the %s dialect: %s)",
 		model, d, strings.Join(served, ", ")))
 }
 

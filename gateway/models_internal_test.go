@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/belay-run/belay/failure"
 )
 
 // modelPage follows Anthropic's cursor pagination: a page of at most
@@ -41,6 +43,21 @@ func TestModelPage(t *testing.T) {
 			}
 		case fe != nil || strings.Join(page, ",") != tc.page || more != tc.more:
 			t.Errorf("%q: page %v more %v (%v), want %s more %v", tc.query, page, more, fe, tc.page, tc.more)
+		}
+	}
+}
+
+// A model belay does not serve is refused as a permanent failure, not the
+// reason's usual degraded one (newcomer finding: the log said "degraded"
+// for a typo in a model name).
+func TestUnknownModelIsPermanent(t *testing.T) {
+	s := &Server{}
+	for _, fe := range []*failure.Error{s.unknownModel(failure.DialectOpenAI, "gpt-4o-mni"), s.unknownModel(failure.DialectAnthropic, "")} {
+		if fe.Kind != failure.Permanent || fe.Reason != failure.ModelNotFound || !fe.NoRetry {
+			t.Errorf("unknownModel = %+v; want permanent model_not_found, not retried", fe)
+		}
+		if got := fe.Error(); !strings.HasPrefix(got, "permanent: model_not_found") {
+			t.Errorf("text = %q, want it to start permanent: model_not_found", got)
 		}
 	}
 }

@@ -613,6 +613,18 @@ func TestServeSlipsGetHints(t *testing.T) {
 	wantCode(t, err, 2, "looks like an eval suite, with scenarios: run it with belay eval ../../examples/refund-agent/suite.yaml")
 	_, _, err = belayArgs(t, "serve", "--store", "foo://x", "--listen", "127.0.0.1:0")
 	wantCode(t, err, 1, "or memory:// (in memory, nothing kept)")
+
+	// A config file without models (newcomer finding: it served the
+	// simulator, and the startup line stopped saying so).
+	noModels := filepath.Join(t.TempDir(), "only.yaml")
+	if err := os.WriteFile(noModels, []byte("listen: 127.0.0.1:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := belayArgs(t, "serve", "--config", noModels, "--store", "foo://x")
+	wantCode(t, err, 1, `unsupported store URL scheme "foo://"`)
+	if want := noModels + " has no models: the built-in simulator answers gpt-4o-mini and claude-sonnet-4-5"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr = %q, want the warning %q", stderr, want)
+	}
 }
 
 // belay runs shows a failed run's failure reason beside stopped runs' stop
@@ -650,6 +662,22 @@ func TestPromptLine(t *testing.T) {
 	} {
 		if got := promptLine(c.v); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// The store URL in eval's hint line is one shell word (newcomer finding:
+// pasted into zsh, "?sslmode=disable" was a glob that matched nothing).
+func TestShellWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"sqlite://belay.db": "sqlite://belay.db",
+		"postgres://root@127.0.0.1:5432/test?sslmode=disable": "'postgres://root@127.0.0.1:5432/test?sslmode=disable'",
+		"/tmp/my store.db": "'/tmp/my store.db'",
+		"it's":             `'it'\''s'`,
+		"":                 "''",
+	} {
+		if got := shellWord(in); got != want {
+			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -51,6 +51,10 @@ fresh machine.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: warning: %s sets no run limits (turns, deadline, cost); "+
 					"runs are bounded only by their clients' X-Belay-* headers: set some, or drop the empty limits section to keep the defaults\n", file)
 			}
+			if file != "" && cfg.ModelsDefaulted {
+				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: warning: %s has no models: the built-in simulator answers %s; "+
+					"add a models: section to call real providers\n", file, strings.Join(aliases(cfg), " and "))
+			}
 			if listen != "" {
 				cfg.Listen = listen
 			}
@@ -69,7 +73,7 @@ fresh machine.`,
 			}
 			listening := func(addr net.Addr) {
 				upstream := ""
-				if file == "" {
+				if onlySim(cfg) {
 					upstream = ", answered by the built-in simulator"
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s; models %s%s)\n",
@@ -87,7 +91,7 @@ fresh machine.`,
 	f := c.Flags()
 	f.StringVar(&listen, "listen", "", "address to listen on (default from the config, else 127.0.0.1:4000)")
 	f.StringVar(&file, "config", "", "YAML config file (models, retry, breaker, limits, tenants, tools, ...)")
-	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH or postgres://URL (default from the config, else sqlite://belay.db)")
+	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH, postgres://URL or memory:// (nothing kept) (default from the config, else sqlite://belay.db)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile (go tool pprof) to this file until the gateway stops")
 	return c
 }
@@ -196,4 +200,17 @@ func looksLikeSuite(path string) bool {
 	}
 	_, ok := top["scenarios"]
 	return ok
+}
+
+// onlySim reports whether every deployment of cfg is the built-in
+// simulator's.
+func onlySim(cfg *config.Config) bool {
+	for _, m := range cfg.Models {
+		for _, d := range m.Deployments {
+			if !strings.HasPrefix(d.BaseURL, config.SimBaseURL) {
+				return false
+			}
+		}
+	}
+	return true
 }
