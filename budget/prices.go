@@ -56,12 +56,17 @@ var builtinPrices = map[string]map[string]Price{
 		// cost $5/$25. "claude-opus-4" also catches "claude-opus-4-0" and
 		// "claude-opus-4-20250514"; an unlisted later 4.x is priced at the
 		// higher tier, which over-reserves rather than under-charges.
-		"claude-opus-4":     price("15.00", "1.50", "18.75", "75.00"),
-		"claude-opus-4-1":   price("15.00", "1.50", "18.75", "75.00"),
-		"claude-opus-4-5":   price("5.00", "0.50", "6.25", "25.00"),
-		"claude-opus-4-6":   price("5.00", "0.50", "6.25", "25.00"),
-		"claude-opus-4-7":   price("5.00", "0.50", "6.25", "25.00"),
-		"claude-sonnet-4":   price("3.00", "0.30", "3.75", "15.00"),
+		"claude-opus-4":   price("15.00", "1.50", "18.75", "75.00"),
+		"claude-opus-4-1": price("15.00", "1.50", "18.75", "75.00"),
+		"claude-opus-4-5": price("5.00", "0.50", "6.25", "25.00"),
+		"claude-opus-4-6": price("5.00", "0.50", "6.25", "25.00"),
+		"claude-opus-4-7": price("5.00", "0.50", "6.25", "25.00"),
+		"claude-sonnet-4": price("3.00", "0.30", "3.75", "15.00"),
+		// Sonnet 5 and 5.5: $2 in, $10 out, cache read $0.20, 5-minute
+		// cache write $2.50 (platform.claude.com, models/sonnet-5 and
+		// models/sonnet-5-5 overviews, read 2026-11-30).
+		"claude-sonnet-5":   price("2.00", "0.20", "2.50", "10.00"),
+		"claude-sonnet-5-5": price("2.00", "0.20", "2.50", "10.00"),
 		"claude-haiku-4-5":  price("1.00", "0.10", "1.25", "5.00"),
 		"claude-3-5-haiku":  price("0.80", "0.08", "1.00", "4.00"),
 		"claude-3-7-sonnet": price("3.00", "0.30", "3.75", "15.00"),

@@ -44,6 +44,10 @@ func TestPricingCostKnownValues(t *testing.T) {
 		{"azure is openai", "azure.ai.openai", "gpt-4.1", UsageFromOpenAI(1_000_000, 1_000_000, 0, 0), "10.00"},
 		// 100·3 + 1000·0.30 + 2000·3.75 + 50·15 = 8850 µ$
 		{"anthropic cache", "anthropic", "claude-sonnet-4-5-20250929", UsageFromAnthropic(100, 50, 1000, 2000), "0.00885"},
+		// 100·2 + 1000·0.20 + 2000·2.50 + 50·10 = 5900 µ$
+		{"sonnet 5.5 cache", "anthropic", "claude-sonnet-5-5", UsageFromAnthropic(100, 50, 1000, 2000), "0.0059"},
+		{"sonnet 5", "anthropic", "claude-sonnet-5", UsageFromAnthropic(1_000_000, 1_000_000, 0, 0), "12.00"},
+		{"sonnet 4.6 by the 4 prefix", "anthropic", "claude-sonnet-4-6", UsageFromAnthropic(1_000_000, 0, 0, 0), "3.00"},
 		{"opus 4.1 old tier", "anthropic", "claude-opus-4-1-20250805", UsageFromAnthropic(1_000_000, 0, 0, 0), "15.00"},
 		{"opus 4.5 new tier", "anthropic", "claude-opus-4-5-20251101", UsageFromAnthropic(1_000_000, 0, 0, 0), "5.00"},
 		{"opus 4 dated", "anthropic", "claude-opus-4-20250514", UsageFromAnthropic(0, 1_000_000, 0, 0), "75.00"},

@@ -24,7 +24,7 @@ models:
     deployments:
       - {provider: openai, model: gpt-4o, api_key: env:OPENAI_API_KEY}
       - {name: azure, provider: openai, model: gpt-4o, base_url: https://example-azure/v1, api_key: lit-key}
-      - {provider: anthropic, model: claude-sonnet-4-5, base_url: "sim://"}
+      - {provider: anthropic, model: claude-sonnet-5-5, base_url: "sim://"}
 retry:   {max_attempts: 3, base: 200ms, cap: 4s, max_retry_after: 10, budget_ratio: 0.5, jitter: equal}
 breaker: {consecutive_failures: 5, failure_rate: 0.5, min_requests: 20, window: 60s, open_for: 30s}
 limits:  {max_turns: 20, deadline: 5m, max_cost_usd: 1.10, max_tokens: 100000}
@@ -56,7 +56,7 @@ func TestParseFull(t *testing.T) {
 	if d[1].Name != "azure" || d[1].APIKey.Value != "lit-key" || d[1].APIKey.String() != "[redacted]" {
 		t.Errorf("deployment 1: %+v", d[1])
 	}
-	if !d[2].IsSim() || d[2].Name != "anthropic/claude-sonnet-4-5#2" {
+	if !d[2].IsSim() || d[2].Name != "anthropic/claude-sonnet-5-5#2" {
 		t.Errorf("deployment 2: %+v", d[2])
 	}
 	p, err := c.Retry.Policy()
@@ -240,7 +240,7 @@ func TestDefault(t *testing.T) {
 	}
 	want := map[string][]string{
 		"gpt-4o-mini":       {"openai/gpt-4o-mini#0", "openai/gpt-4o-mini#1"},
-		"claude-sonnet-4-5": {"anthropic/claude-sonnet-4-5#0", "anthropic/claude-sonnet-4-5#1"},
+		"claude-sonnet-5-5": {"anthropic/claude-sonnet-5-5#0", "anthropic/claude-sonnet-5-5#1"},
 	}
 	for _, m := range c.Models {
 		w := want[m.Alias]

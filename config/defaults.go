@@ -24,7 +24,7 @@ const (
 // model aliases, each with a primary and a fallback simulator deployment:
 //
 //	gpt-4o-mini        openai dialect:    openai/gpt-4o-mini#0, openai/gpt-4o-mini#1
-//	claude-sonnet-4-5  anthropic dialect: anthropic/claude-sonnet-4-5#0, anthropic/claude-sonnet-4-5#1
+//	claude-sonnet-5-5  anthropic dialect: anthropic/claude-sonnet-5-5#0, anthropic/claude-sonnet-5-5#1
 //
 // No tenants are configured, so the gateway is open (tenant "default"), and
 // runs are limited to 20 turns, 5 minutes and $1.00 (the values of the
@@ -52,7 +52,7 @@ func defaultModels() []Model {
 			{Provider: provider, Model: model, BaseURL: SimBaseURL},
 		}}
 	}
-	return []Model{sim(ProviderOpenAI, "gpt-4o-mini"), sim(ProviderAnthropic, "claude-sonnet-4-5")}
+	return []Model{sim(ProviderOpenAI, "gpt-4o-mini"), sim(ProviderAnthropic, "claude-sonnet-5-5")}
 }
 
 // applyDefaults fills every zero field that has a default.

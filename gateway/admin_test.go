@@ -193,7 +193,7 @@ func TestAdminKillUnservedName(t *testing.T) {
 	h := newHarness(t, harnessOpts{extra: "  - alias: big\n    deployments:\n      - {name: big-1, provider: openai, model: gpt-4o, base_url: \"sim://\"}\n"})
 	ctx := context.Background()
 	const force = `; send "force": true to set the flag anyway (a gateway with another config, or a Go agent, sharing the store may serve it)`
-	const models = "its models (aliases and provider model names) are gpt-4o-mini, claude-sonnet-4-5, mixed, big, gpt-4o"
+	const models = "its models (aliases and provider model names) are gpt-4o-mini, claude-sonnet-5-5, mixed, big, gpt-4o"
 	const deployments = "its deployments are oa-1, oa-2, an-1, an-2, big-1"
 	for _, c := range []struct{ body, want string }{
 		{`{"target":"model","name":"gtp-4o"}`, `no model named "gtp-4o" in the config test.yaml: ` + models + force},

@@ -38,7 +38,7 @@ models:
       - `+openAIDep("b", "gpt-4o-mini", up.URL)+`
   - alias: claude
     deployments:
-      - {name: c, provider: anthropic, model: claude-sonnet-4-5, base_url: "`+up.URL+`", api_key: k}
+      - {name: c, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
 `, nil)
 	// Open a's and b's breakers (one 500 each), then c's.
 	if resp, body := g.do("POST", "/v1/chat/completions", chat); resp.StatusCode != 500 {

@@ -29,7 +29,7 @@ func TestDefaultConfigAnswers(t *testing.T) {
 	defer srv.Close()
 	for _, tc := range []struct{ path, body, want string }{
 		{"/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"ping"}]}`, `"chat.completion"`},
-		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":20,"messages":[{"role":"user","content":"ping"}]}`, `"type":"message"`},
+		{"/v1/messages", `{"model":"claude-sonnet-5-5","max_tokens":20,"messages":[{"role":"user","content":"ping"}]}`, `"type":"message"`},
 	} {
 		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
 		if err != nil {

@@ -37,7 +37,7 @@ rules:
 
 // harness is a gateway on 127.0.0.1 in front of the simulator on another
 // loopback server. Deployments: gpt-4o-mini → oa-1, oa-2 (openai);
-// claude-sonnet-4-5 → an-1, an-2 (anthropic); "mixed" → oa-1, an-1.
+// claude-sonnet-5-5 → an-1, an-2 (anthropic); "mixed" → oa-1, an-1.
 type harness struct {
 	t        *testing.T
 	sim      *sim.Server
@@ -91,14 +91,14 @@ models:
       - {name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %[1]s/d/oa-1/v1, api_key: sk-sim}
       - {name: oa-2, provider: openai, model: gpt-4o-mini, base_url: %[1]s/d/oa-2/v1, api_key: sk-sim}
 %[2]s
-  - alias: claude-sonnet-4-5
+  - alias: claude-sonnet-5-5
     deployments:
-      - {name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %[1]s/d/an-1, api_key: sk-sim}
-      - {name: an-2, provider: anthropic, model: claude-sonnet-4-5, base_url: %[1]s/d/an-2, api_key: sk-sim}
+      - {name: an-1, provider: anthropic, model: claude-sonnet-5-5, base_url: %[1]s/d/an-1, api_key: sk-sim}
+      - {name: an-2, provider: anthropic, model: claude-sonnet-5-5, base_url: %[1]s/d/an-2, api_key: sk-sim}
   - alias: mixed
     deployments:
       - {name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %[1]s/d/oa-1/v1, api_key: sk-sim}
-      - {name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %[1]s/d/an-1, api_key: sk-sim}
+      - {name: an-1, provider: anthropic, model: claude-sonnet-5-5, base_url: %[1]s/d/an-1, api_key: sk-sim}
 %[3]s`, u, o.extraDeployments, o.extra)
 	cfg, err := config.Parse([]byte(y), "test.yaml", func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -44,7 +44,7 @@ func TestLimitsAboveTheTenantsAreNamed(t *testing.T) {
 	}
 
 	var aresp *http.Response
-	if _, err := h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 10, Messages: anthropicMsg("hi")},
+	if _, err := h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 10, Messages: anthropicMsg("hi")},
 		append(aopts, aoption.WithResponseInto(&aresp))...); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestLimitsOfALaterRequestAreTheRuns(t *testing.T) {
 		}
 	}
 	// Anthropic: the run's limits on a refusal of another of its requests.
-	_, err := h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 10, Messages: anthropicMsg("hi")},
+	_, err := h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 10, Messages: anthropicMsg("hi")},
 		aoption.WithHeader("X-Belay-Run-Id", "fixed-1"), aoption.WithHeader("X-Belay-Max-Turns", "7"))
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 403 {

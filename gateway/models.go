@@ -22,8 +22,8 @@ import (
 // Anthropic (https://docs.anthropic.com/en/api/models-list), paginated by
 // the query parameters limit (default 20, 1-1000), after_id and before_id:
 //
-//	{"data":[{"type":"model","id":"claude-sonnet-4-5","display_name":"claude-sonnet-4-5",
-//	  "created_at":"1970-01-01T00:00:00Z"}],"has_more":false,"first_id":"claude-sonnet-4-5","last_id":"claude-sonnet-4-5"}
+//	{"data":[{"type":"model","id":"claude-sonnet-5-5","display_name":"claude-sonnet-5-5",
+//	  "created_at":"1970-01-01T00:00:00Z"}],"has_more":false,"first_id":"claude-sonnet-5-5","last_id":"claude-sonnet-5-5"}
 //
 // An alias has no release date: created is 0 and created_at the epoch,
 // which is how Anthropic's API marks an unknown date.

@@ -72,13 +72,13 @@ func TestModelsListInTheCallersDialect(t *testing.T) {
 			t.Errorf("anthropic model %s has members %s", m.ID, got)
 		}
 	}
-	if got := strings.Join(ids, ","); got != "claude-sonnet-4-5,mixed" {
-		t.Errorf("anthropic models = %s, want claude-sonnet-4-5,mixed", got)
+	if got := strings.Join(ids, ","); got != "claude-sonnet-5-5,mixed" {
+		t.Errorf("anthropic models = %s, want claude-sonnet-5-5,mixed", got)
 	}
 	if got := jsonKeys(t, ap.RawJSON()); got != "data,first_id,has_more,last_id" {
 		t.Errorf("anthropic list has members %s", got)
 	}
-	if ap.HasMore || ap.FirstID != "claude-sonnet-4-5" || ap.LastID != "mixed" {
+	if ap.HasMore || ap.FirstID != "claude-sonnet-5-5" || ap.LastID != "mixed" {
 		t.Errorf("anthropic page: has_more %v first_id %q last_id %q", ap.HasMore, ap.FirstID, ap.LastID)
 	}
 }
@@ -95,7 +95,7 @@ func TestModelsListPagesForAnthropic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first.Data) != 1 || first.Data[0].ID != "claude-sonnet-4-5" || !first.HasMore || first.LastID != "claude-sonnet-4-5" {
+	if len(first.Data) != 1 || first.Data[0].ID != "claude-sonnet-5-5" || !first.HasMore || first.LastID != "claude-sonnet-5-5" {
 		t.Fatalf("first page of 1: %s", first.RawJSON())
 	}
 	var ids []string
@@ -103,11 +103,11 @@ func TestModelsListPagesForAnthropic(t *testing.T) {
 	for pager.Next() {
 		ids = append(ids, pager.Current().ID)
 	}
-	if err := pager.Err(); err != nil || strings.Join(ids, ",") != "claude-sonnet-4-5,mixed" {
+	if err := pager.Err(); err != nil || strings.Join(ids, ",") != "claude-sonnet-5-5,mixed" {
 		t.Errorf("auto-paged: %v, %v", ids, err)
 	}
 	before, err := c.Models.List(ctx, anthropic.ModelListParams{BeforeID: anthropic.String("mixed")})
-	if err != nil || len(before.Data) != 1 || before.Data[0].ID != "claude-sonnet-4-5" || before.HasMore {
+	if err != nil || len(before.Data) != 1 || before.Data[0].ID != "claude-sonnet-5-5" || before.HasMore {
 		t.Errorf("before mixed: %v %v", before, err)
 	}
 
@@ -139,14 +139,14 @@ func TestModelsGetInTheCallersDialect(t *testing.T) {
 	if err != nil || om.ID != "mixed" || om.Object != "model" || jsonKeys(t, om.RawJSON()) != "created,id,object,owned_by" {
 		t.Errorf("openai get mixed: %v %v", om, err)
 	}
-	_, err = h.openai().Models.Get(ctx, "claude-sonnet-4-5")
+	_, err = h.openai().Models.Get(ctx, "claude-sonnet-5-5")
 	var oe *openai.Error
 	if !errors.As(err, &oe) || oe.StatusCode != 404 || oe.Code != "model_not_found" || !strings.Contains(oe.Message, "anthropic") {
 		t.Errorf("openai get of an anthropic alias: %v", err)
 	}
 
-	am, err := h.anthropic().Models.Get(ctx, "claude-sonnet-4-5", anthropic.ModelGetParams{})
-	if err != nil || am.ID != "claude-sonnet-4-5" || am.Type != "model" || jsonKeys(t, am.RawJSON()) != "created_at,display_name,id,type" {
+	am, err := h.anthropic().Models.Get(ctx, "claude-sonnet-5-5", anthropic.ModelGetParams{})
+	if err != nil || am.ID != "claude-sonnet-5-5" || am.Type != "model" || jsonKeys(t, am.RawJSON()) != "created_at,display_name,id,type" {
 		t.Errorf("anthropic get: %v %v", am, err)
 	}
 	_, err = h.anthropic().Models.Get(ctx, "gpt-4o-mini", anthropic.ModelGetParams{})

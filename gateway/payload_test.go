@@ -71,7 +71,7 @@ func TestStreamedAnswerRecorded(t *testing.T) {
 	}
 	oaID := resp.Header.Get("X-Belay-Run-Id")
 
-	as := h.anthropic().Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 256,
+	as := h.anthropic().Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 256,
 		Messages: anthropicMsg("hello there")}, aoption.WithResponseInto(&resp))
 	var msg anthropic.Message
 	for as.Next() {

@@ -53,7 +53,7 @@ func TestRefusalsAreNotRetriedBySDKs(t *testing.T) {
 			if oe.Response.Header.Get("X-Should-Retry") != "false" || (oe.Response.Header.Get("X-Belay-Run-Id") != "") != wantRun {
 				t.Errorf("headers = %v (run id expected: %v)", oe.Response.Header, wantRun)
 			}
-			_, err = h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 10, Messages: anthropicMsg("hi")}, aopts...)
+			_, err = h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 10, Messages: anthropicMsg("hi")}, aopts...)
 			var ae *anthropic.Error
 			if !errors.As(err, &ae) || ae.StatusCode != tc.anthStatus || ae.Type() != anthropic.ErrorType(tc.anthType) {
 				t.Fatalf("anthropic error = %v", err)
@@ -120,7 +120,7 @@ func TestFallbackAndGiveUp(t *testing.T) {
 	// chain's attempt budget (2 per deployment + 1 per fallback = 3) is
 	// spent, and the client does not retry on top.
 	before := h.gwCalls.Load()
-	_, err = h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 10, Messages: anthropicMsg("hi")})
+	_, err = h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 10, Messages: anthropicMsg("hi")})
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 500 && ae.StatusCode != 503 && ae.StatusCode != 529 {
 		t.Fatalf("anthropic error = %v", err)
@@ -174,10 +174,10 @@ func TestMalformedRequestsInDialect(t *testing.T) {
 		{"openai wrong type", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":"hi"}`, 400, "messages"},
 		{"openai missing model", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`, 400, "model"},
 		{"openai unknown model", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "gpt-9"},
-		{"openai wrong dialect model", "/v1/chat/completions", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`, 404, "anthropic"},
+		{"openai wrong dialect model", "/v1/chat/completions", `{"model":"claude-sonnet-5-5","messages":[{"role":"user","content":"hi"}]}`, 404, "anthropic"},
 		{"openai too large", "/v1/chat/completions", big, 413, "max_body_bytes"},
 		{"anthropic bad json", "/v1/messages", `[1,2`, 400, "body"},
-		{"anthropic missing max_tokens", "/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`, 400, "max_tokens"},
+		{"anthropic missing max_tokens", "/v1/messages", `{"model":"claude-sonnet-5-5","messages":[{"role":"user","content":"hi"}]}`, 400, "max_tokens"},
 		{"anthropic unknown model", "/v1/messages", `{"model":"nope","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, 404, "nope"},
 		{"anthropic too large", "/v1/messages", big, 413, "max_body_bytes"},
 	}
@@ -212,7 +212,7 @@ func TestTenantKeys(t *testing.T) {
 	if !errors.As(err, &oe) || oe.StatusCode != 401 || oe.Code != "invalid_api_key" {
 		t.Fatalf("unknown key: %v", err)
 	}
-	_, err = h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 10, Messages: anthropicMsg("hi")})
+	_, err = h.anthropic().Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 10, Messages: anthropicMsg("hi")})
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 401 || ae.Type() != anthropic.ErrorTypeAuthenticationError {
 		t.Fatalf("unknown key (anthropic): %v", err)
@@ -276,7 +276,7 @@ func TestUnknownModelNamesTheServedOnes(t *testing.T) {
 		"/v1/chat/completions": {`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
 			`model \"gpt-4o\" is not a configured model alias (served in the openai dialect: gpt-4o-mini`},
 		"/v1/messages": {`{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
-			`model \"gpt-4o\" is not a configured model alias (served in the anthropic dialect: claude-sonnet-4-5`},
+			`model \"gpt-4o\" is not a configured model alias (served in the anthropic dialect: claude-sonnet-5-5`},
 	} {
 		resp, body := h.post(path, tc.body, nil)
 		if resp.StatusCode != 404 || !strings.Contains(body, tc.want) {

@@ -177,7 +177,7 @@ func TestRegression_10_StoreFailureIsTransient503(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, okCompletion, 10, 5) })
 	st := &flakyStore{Store: memstore.New()}
 	g := newGW(t, oneAlias("admin_key: adm\n", openAIDep("d", "gpt-4o-mini", up.URL),
-		"{name: a, provider: anthropic, model: claude-sonnet-4-5, base_url: \""+up.URL+"\", api_key: k}"), st)
+		"{name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: \""+up.URL+"\", api_key: k}"), st)
 	st.fail.Store(true)
 
 	// A run the client names goes through the ledger at once. (The first

@@ -48,7 +48,7 @@ func TestUpstreamRedirectIsNotFollowed(t *testing.T) {
 	}
 }
 
-const regress7Message = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":2}}`
+const regress7Message = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-5-5","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":2}}`
 
 // Adversary finding (session 7): a 2xx answer to a non-streamed call whose
 // body no client can use (cut, empty, plain text, an event stream, an
@@ -70,7 +70,7 @@ func TestUnusableSuccessBodyFallsBack(t *testing.T) {
 		provider, model, path, base, request, ok, member string
 	}{
 		{"openai", "gpt-4o-mini", "/v1/chat/completions", "/v1", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, regress6OK, "choices"},
-		{"anthropic", "claude-sonnet-4-5", "/v1/messages", "", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, regress7Message, "content"},
+		{"anthropic", "claude-sonnet-5-5", "/v1/messages", "", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, regress7Message, "content"},
 	} {
 		for name, bad := range bodies {
 			t.Run(dl.provider+"/"+name, func(t *testing.T) {

@@ -66,7 +66,7 @@ func TestRegression_WrongTypedContentRefused(t *testing.T) {
 		fmt.Fprintf(w, okCompletion, 10, 5)
 	})
 	g := newGW(t, oneAlias("", openAIDep("mini", "gpt-4o-mini", up.URL),
-		"{name: a, provider: anthropic, model: claude-sonnet-4-5, base_url: \""+up.URL+"\", api_key: k}"), nil)
+		"{name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: \""+up.URL+"\", api_key: k}"), nil)
 	for _, tc := range []struct{ path, body, typ, msg string }{
 		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":123}]}`, "invalid_request_error",
 			"messages[0].content: must be a string or an array of content parts, not number"},
@@ -173,7 +173,7 @@ func TestRegression_FailedStreamAttemptChargedItsReportedUsage(t *testing.T) {
 		io.Copy(io.Discard, r.Body)
 		calls.Add(1)
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":1000,\"cache_creation_input_tokens\":100,\"cache_read_input_tokens\":200,\"output_tokens\":1}}}\n\n")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-5-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":1000,\"cache_creation_input_tokens\":100,\"cache_read_input_tokens\":200,\"output_tokens\":1}}}\n\n")
 		fmt.Fprint(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
 	})
 	g := newGW(t, `
@@ -184,7 +184,7 @@ breaker: {consecutive_failures: 1000}
 models:
   - alias: c
     deployments:
-      - {name: a, provider: anthropic, model: claude-sonnet-4-5, base_url: "`+up.URL+`", api_key: k}
+      - {name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
 `, nil)
 	resp, body := g.do("POST", "/v1/messages", `{"model":"c","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 		"X-Belay-Run-Id", "cut-1")

@@ -208,7 +208,7 @@ func TestRegression_9_KillDuringRetryAfterAnswersKilled(t *testing.T) {
 			})
 			dep := openAIDep("d", "gpt-4o-mini", up.URL)
 			if strings.Contains(tc.path, "messages") {
-				dep = fmt.Sprintf("{name: d, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}", up.URL)
+				dep = fmt.Sprintf("{name: d, provider: anthropic, model: claude-sonnet-5-5, base_url: %q, api_key: k}", up.URL)
 			}
 			// answered is signaled when the gateway has read and closed the
 			// 429: the router then waits out its Retry-After (20s).

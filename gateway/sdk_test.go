@@ -111,7 +111,7 @@ func TestAnthropicMessagesWithTools(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	c := h.anthropic()
 	ctx := context.Background()
-	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 256, Messages: anthropicMsg("Weather in Paris?"), Tools: anthropicWeather}
+	params := anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 256, Messages: anthropicMsg("Weather in Paris?"), Tools: anthropicWeather}
 	var resp *http.Response
 	msg, err := c.Messages.New(ctx, params, aoption.WithResponseInto(&resp))
 	if err != nil {
@@ -147,7 +147,7 @@ func TestAnthropicMessagesWithTools(t *testing.T) {
 func TestAnthropicBaseURLWithV1IsNamed(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	c := h.anthropic(aoption.WithBaseURL(h.gw.URL+"/v1"), aoption.WithMaxRetries(0))
-	_, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 16, Messages: anthropicMsg("hi")})
+	_, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 16, Messages: anthropicMsg("hi")})
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
 		t.Fatalf("err = %v; want a 404 *anthropic.Error", err)
@@ -165,8 +165,8 @@ func TestAnthropicBaseURLWithV1IsNamed(t *testing.T) {
 // served as [anthropic]").
 func TestModelOfTheOtherDialectNamesItsEndpoint(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	resp, body := h.post("/v1/chat/completions", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`, nil)
-	want := `model \"claude-sonnet-4-5\" is not served in the openai dialect (it is served in the anthropic dialect, POST /v1/messages)`
+	resp, body := h.post("/v1/chat/completions", `{"model":"claude-sonnet-5-5","messages":[{"role":"user","content":"hi"}]}`, nil)
+	want := `model \"claude-sonnet-5-5\" is not served in the openai dialect (it is served in the anthropic dialect, POST /v1/messages)`
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, want) {
 		t.Errorf("%d %s; want 404 with %s", resp.StatusCode, body, want)
 	}

@@ -194,7 +194,7 @@ func TestFinishStreamEventsAfterDoneAreNotRelayed(t *testing.T) {
 	}
 }
 
-const anthropicStreamEvents = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n" +
+const anthropicStreamEvents = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-5-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n" +
 	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
 	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ok\"}}\n\n" +
 	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
@@ -211,7 +211,7 @@ limits: {max_turns: 50}
 models:
   - alias: m
     deployments:
-      - {name: a, provider: anthropic, model: claude-sonnet-4-5, base_url: %s, api_key: k}
+      - {name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: %s, api_key: k}
 `, up)
 }
 

@@ -118,7 +118,7 @@ func TestStreamCutAfterOutputIsAnError(t *testing.T) {
 func TestAnthropicMidStreamError(t *testing.T) {
 	p := sim.Profile{Name: "mid", Faults: []sim.Weighted{{Fault: sim.StreamError, P: 1}}}
 	h := newHarness(t, harnessOpts{profiles: map[string]sim.Profile{"an-1": p, "an-2": p}})
-	s := h.anthropic().Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 100, Messages: anthropicMsg("hello there")})
+	s := h.anthropic().Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 100, Messages: anthropicMsg("hello there")})
 	var msg anthropic.Message
 	for s.Next() {
 		_ = msg.Accumulate(s.Current())
@@ -231,7 +231,7 @@ func TestFirstTokenTimeoutIsRetried(t *testing.T) {
 func TestStreamCostTrailer(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	req, _ := http.NewRequest("POST", h.gw.URL+"/v1/messages",
-		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		strings.NewReader(`{"model":"claude-sonnet-5-5","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ rules:
 	ts := httptest.NewServer(s)
 	defer ts.Close()
 
-	body := `{"model":"claude-sonnet-4-5","max_tokens":100,"system":"scenario: refund",
+	body := `{"model":"claude-sonnet-5-5","max_tokens":100,"system":"scenario: refund",
 	  "messages":[{"role":"user","content":"Refund order A-1001"}]}`
 	for _, dep := range []string{"/d/primary", "/d/down"} {
 		req, _ := http.NewRequestWithContext(context.Background(), "POST", ts.URL+dep+"/v1/messages", strings.NewReader(body))

@@ -34,7 +34,7 @@ func chatBody(prompt string, stream bool) string {
 
 func messagesBody(prompt string, stream bool) string {
 	b, _ := json.Marshal(map[string]any{
-		"model": "claude-sonnet-4-5", "max_tokens": 256, "stream": stream,
+		"model": "claude-sonnet-5-5", "max_tokens": 256, "stream": stream,
 		"messages": []any{map[string]any{"role": "user", "content": prompt}},
 	})
 	return string(b)

@@ -52,7 +52,7 @@ func TestRegression_3_SimHonoursMaxTokens(t *testing.T) {
 	}
 
 	// Anthropic, not streamed and streamed.
-	_, b, _ = post(t, ts.URL+messagesPath, body(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1, "messages": msg}))
+	_, b, _ = post(t, ts.URL+messagesPath, body(map[string]any{"model": "claude-sonnet-5-5", "max_tokens": 1, "messages": msg}))
 	var r anthropic.Response
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestRegression_3_SimHonoursMaxTokens(t *testing.T) {
 	if r.Content[0].Text != "The " || *r.StopReason != "max_tokens" || r.Usage.OutputTokens != 1 {
 		t.Errorf("anthropic: %s", b)
 	}
-	_, b, _ = post(t, ts.URL+messagesPath, body(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1, "stream": true, "messages": msg}))
+	_, b, _ = post(t, ts.URL+messagesPath, body(map[string]any{"model": "claude-sonnet-5-5", "max_tokens": 1, "stream": true, "messages": msg}))
 	var acc anthropic.Accumulator
 	rd := sse.NewReader(strings.NewReader(string(b)))
 	for {

@@ -152,7 +152,7 @@ func TestAnthropicSDKToolLoop(t *testing.T) {
 	c := anthropicClient(ts, "")
 	ctx := context.Background()
 	params := anthropic.MessageNewParams{
-		Model:     "claude-sonnet-4-5",
+		Model:     "claude-sonnet-5-5",
 		MaxTokens: 1024,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Refund order C-7 please"))},
 		Tools:     anthropicTools,
@@ -233,7 +233,7 @@ func TestSDKErrorsFromFaults(t *testing.T) {
 	}
 	ac := anthropicClient(ts, "/d/down")
 	_, err = ac.Messages.New(context.Background(), anthropic.MessageNewParams{
-		Model: "claude-sonnet-4-5", MaxTokens: 10,
+		Model: "claude-sonnet-5-5", MaxTokens: 10,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
 	})
 	var ae *anthropic.Error

@@ -66,7 +66,7 @@ type Config struct {
 	// "x-api-key: KEY"; a request without it gets the dialect's 401.
 	APIKey string
 	// Models are listed by GET /v1/models; default gpt-4o, gpt-4o-mini,
-	// claude-sonnet-4-5, claude-haiku-4-5. Any model name is accepted.
+	// claude-sonnet-5-5, claude-haiku-4-5. Any model name is accepted.
 	Models []string
 	// MaxBodyBytes bounds the request body; default 32 MiB (Anthropic's
 	// documented limit). Larger bodies get the dialect's 413.
@@ -111,7 +111,7 @@ func New(cfg Config) *Server {
 		panic(err)
 	}
 	if len(cfg.Models) == 0 {
-		cfg.Models = []string{"gpt-4o", "gpt-4o-mini", "claude-sonnet-4-5", "claude-haiku-4-5"}
+		cfg.Models = []string{"gpt-4o", "gpt-4o-mini", "claude-sonnet-5-5", "claude-haiku-4-5"}
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 32 << 20

@@ -54,7 +54,7 @@ func TestSDKsInProcess(t *testing.T) {
 	}
 
 	ac := anthropic.NewClient(aoption.WithHTTPClient(hc), aoption.WithAPIKey("unused"))
-	as := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
+	as := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 64,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi claude"))}})
 	var msg anthropic.Message
 	for as.Next() {

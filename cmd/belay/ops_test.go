@@ -423,9 +423,9 @@ func TestKillChecksNames(t *testing.T) {
 		want string
 	}{
 		{[]string{"kill", "model", "gtp-4o-mini"}, `no model named "gtp-4o-mini" in the default config: ` +
-			"its models (aliases and provider model names) are gpt-4o-mini, claude-sonnet-4-5; pass the gateway's config (--config FILE), or --force" + force},
+			"its models (aliases and provider model names) are gpt-4o-mini, claude-sonnet-5-5; pass the gateway's config (--config FILE), or --force" + force},
 		{[]string{"kill", "deployment", "openai/gpt-4o-mini#2"}, `no deployment named "openai/gpt-4o-mini#2" in the default config: ` +
-			"its deployments are openai/gpt-4o-mini#0, openai/gpt-4o-mini#1, anthropic/claude-sonnet-4-5#0, anthropic/claude-sonnet-4-5#1; pass the gateway's config (--config FILE), or --force" + force},
+			"its deployments are openai/gpt-4o-mini#0, openai/gpt-4o-mini#1, anthropic/claude-sonnet-5-5#0, anthropic/claude-sonnet-5-5#1; pass the gateway's config (--config FILE), or --force" + force},
 	} {
 		_, _, err := belay(t, url, c.args...)
 		wantCode(t, err, 2, "")
@@ -436,7 +436,7 @@ func TestKillChecksNames(t *testing.T) {
 	if kills := listKillsIn(t, url); len(kills) != 0 {
 		t.Fatalf("refused kills set flags: %+v", kills)
 	}
-	_, _, err := belay(t, url, "kill", "model", "claude-sonnet-4-5")
+	_, _, err := belay(t, url, "kill", "model", "claude-sonnet-5-5")
 	wantCode(t, err, 0, "")
 
 	// With --config: its names, and its store when --store is not given.
@@ -470,7 +470,7 @@ func TestKillChecksNames(t *testing.T) {
 		names = append(names, string(k.Target)+" "+k.Name)
 	}
 	slices.Sort(names)
-	if got, want := strings.Join(names, ", "), "deployment backup, deployment openai/gpt-4o#0, model claude-sonnet-4-5, model gpt-4, model gpt-4o, model smart"; got != want {
+	if got, want := strings.Join(names, ", "), "deployment backup, deployment openai/gpt-4o#0, model claude-sonnet-5-5, model gpt-4, model gpt-4o, model smart"; got != want {
 		t.Errorf("flags %s\nwant %s", got, want)
 	}
 
@@ -622,7 +622,7 @@ func TestServeSlipsGetHints(t *testing.T) {
 	}
 	_, stderr, err := belayArgs(t, "serve", "--config", noModels, "--store", "foo://x")
 	wantCode(t, err, 1, `unsupported store URL scheme "foo://"`)
-	if want := noModels + " has no models: the built-in simulator answers gpt-4o-mini and claude-sonnet-4-5"; !strings.Contains(stderr, want) {
+	if want := noModels + " has no models: the built-in simulator answers gpt-4o-mini and claude-sonnet-5-5"; !strings.Contains(stderr, want) {
 		t.Errorf("stderr = %q, want the warning %q", stderr, want)
 	}
 }

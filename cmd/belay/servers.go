@@ -31,7 +31,7 @@ GET /v1/models, /healthz, /readyz, /metrics and /admin/... . Every model call is
 fallback, and recorded in the store.
 
 With no --config it uses the embedded SQLite store belay.db in the working directory and the
-built-in simulator as its upstream (models gpt-4o-mini and claude-sonnet-4-5), so it answers on a
+built-in simulator as its upstream (models gpt-4o-mini and claude-sonnet-5-5), so it answers on a
 fresh machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
