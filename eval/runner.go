@@ -288,10 +288,23 @@ type harnessEntry struct {
 
 func newHarnessSet(ctx context.Context, s *Suite, f HarnessFactory) (*harnessSet, error) {
 	hs := &harnessSet{suite: s, newH: f, byKey: map[string]*harnessEntry{}}
-	// Build the suite-level harness up front so a setup that cannot start
-	// fails the command, not every run.
+	// Build every harness up front, the suite's and each scenario's own
+	// providers', so a setup that cannot start fails the command before
+	// the first run, not each run of its scenario (an adversarial review
+	// found a scenario's missing script failing its runs, exit 0).
 	if _, err := hs.get(ctx, &Scenario{}); err != nil {
+		hs.close()
 		return nil, err
+	}
+	for i := range s.Scenarios {
+		sc := &s.Scenarios[i]
+		if sc.Providers == nil {
+			continue
+		}
+		if _, err := hs.get(ctx, sc); err != nil {
+			hs.close()
+			return nil, fmt.Errorf("scenario %q: providers: %w", sc.Name, err)
+		}
 	}
 	return hs, nil
 }

@@ -63,6 +63,13 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	if err != nil {
 		return failed(out, "harness", err.Error())
 	}
+	var world []byte
+	if sc.World != nil {
+		// Scenario.validate made the world encodable (jsonWorld).
+		if world, err = json.Marshal(sc.World); err != nil {
+			return failed(out, "harness", "world: "+err.Error())
+		}
+	}
 	start := time.Now()
 	rh, err := h.Start(ctx, sc, runID, limits)
 	if err != nil {
@@ -70,9 +77,7 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	}
 	env := Env{RunID: runID, Scenario: sc.Name, Index: j.index, Seed: r.seed, Model: r.suite.Model,
 		Input: sc.Input, WorldPath: worldPath(r.work, runID)}
-	if sc.World != nil {
-		env.World, _ = json.Marshal(sc.World)
-	}
+	env.World = world
 	rh.Env(&env)
 
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(r.suite.Timeout))

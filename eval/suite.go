@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -475,6 +476,13 @@ func (sc *Scenario) validate(i int, seen map[string]bool) error {
 			return err
 		}
 	}
+	if sc.World != nil {
+		w, err := jsonWorld(sc.World)
+		if err != nil {
+			return bad(fmt.Sprintf("cannot be written as JSON for the agent: %v", err), at("world")...)
+		}
+		sc.World = w.(map[string]any)
+	}
 	e := &sc.Expect
 	if e.Output != "" {
 		re, err := regexp.Compile(e.Output)
@@ -536,4 +544,61 @@ func lineOf(root *yaml.Node, path []string) int {
 		n = yamlnode.Resolve(next)
 	}
 	return line
+}
+
+// jsonWorld returns v, a scenario's world as YAML decoded it, in a form
+// encoding/json writes as it reads in the suite: a mapping with keys that
+// are not strings (order ids: 1001: {...}; YAML decodes it as
+// map[any]any, which encoding/json refuses) gets each key in its YAML
+// text (1001 → "1001", true → "true"). It fails on two keys with the same
+// text (1 and "1") and on a number JSON cannot hold (.nan, .inf); the
+// error names the value's path ("orders.1001.total").
+func jsonWorld(v any) (any, error) { return jsonValue(v, "") }
+
+func jsonValue(v any, path string) (any, error) {
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			n, err := jsonValue(e, join(k))
+			if err != nil {
+				return nil, err
+			}
+			x[k] = n
+		}
+		return x, nil
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			ks := fmt.Sprint(k)
+			if _, dup := out[ks]; dup {
+				return nil, fmt.Errorf("%s: two keys read as %q", join(ks), ks)
+			}
+			n, err := jsonValue(e, join(ks))
+			if err != nil {
+				return nil, err
+			}
+			out[ks] = n
+		}
+		return out, nil
+	case []any:
+		for i, e := range x {
+			n, err := jsonValue(e, fmt.Sprintf("%s[%d]", path, i))
+			if err != nil {
+				return nil, err
+			}
+			x[i] = n
+		}
+		return x, nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%s: %v, a number JSON cannot hold", path, x)
+		}
+	}
+	return v, nil
 }

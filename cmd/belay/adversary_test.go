@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -207,4 +208,38 @@ func TestGateNoRuns(t *testing.T) {
 	}
 	_, err = run(t, "gate", cand, base)
 	wantCode(t, err, 2, "the baseline report has no runs")
+}
+
+// A scenario's own providers that cannot be built fail the command before
+// the first run, exit 2, as the suite's do (adversarial review: every run
+// of the scenario failed with reason harness, and eval exited 0).
+func TestScenarioProvidersBuiltBeforeTheFirstRun(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ providers, want string }{
+		{"{sim: {script: nosuch.yaml}}", `scenario "b": providers:`},
+		{"{sim: {profile: no-such-profile}}", "no-such-profile"},
+	} {
+		suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 1\n"+
+			"scenarios:\n  - name: a\n  - name: b\n    providers: "+c.providers+"\n")
+		out, err := run(t, "eval", suite, "--no-progress", "--store", "memory://")
+		wantCode(t, err, 2, c.want)
+		if strings.Contains(out, "pass") {
+			t.Errorf("providers %s: a report was printed:\n%s", c.providers, out)
+		}
+	}
+}
+
+// A world keyed by numbers reaches the agent as JSON (adversarial review:
+// no world file was written, and every run failed).
+func TestWorldWithNumberKeysReachesTheAgent(t *testing.T) {
+	dir := t.TempDir()
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'cat \"$BELAY_WORLD\"']}\nruns: 2\n"+
+		"scenarios:\n  - name: a\n    world:\n      orders:\n        1001: {status: shipped}\n    expect: {output: '\"1001\":\\{\"status\":\"shipped\"\\}'}\n")
+	out, err := run(t, "eval", suite, "--no-progress", "--store", "memory://")
+	if err != nil {
+		t.Fatalf("exit %d: %v\n%s", exitCode(err), err, out)
+	}
+	if !regexp.MustCompile(`(?m)^a\s+2\s+2\s+1\.000\s`).MatchString(out) {
+		t.Errorf("the agent did not read its world in both runs:\n%s", out)
+	}
 }
