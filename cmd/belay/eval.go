@@ -190,7 +190,13 @@ func detectRuns(w io.Writer, s *eval.Suite, baseline string, drop float64) (int,
 	most := 0
 	fmt.Fprintf(w, "runs per scenario to detect a drop of %.3f (80%% power, one-sided α=0.05):\n", drop)
 	for _, sc := range base.Scenarios {
-		rate := sc.PassRate
+		// From the counts, as the gate reads them, not the report's
+		// pass_rate (an adversarial review: a hand-edited pass_rate
+		// changed the answer while the gate went by the counts).
+		if sc.Runs <= 0 || sc.Passes < 0 || sc.Passes > sc.Runs {
+			return 0, fmt.Errorf("%s: scenario %s: passes %d, runs %d: need 0 ≤ passes ≤ runs and runs > 0", baseline, sc.Name, sc.Passes, sc.Runs)
+		}
+		rate := float64(sc.Passes) / float64(sc.Runs)
 		if rate-drop <= 0 {
 			fmt.Fprintf(w, "  %-32s baseline %.3f: a drop of %.3f is not possible\n", sc.Name, rate, drop)
 			continue

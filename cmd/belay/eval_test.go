@@ -106,3 +106,22 @@ func TestEvalScenarioNameRunID(t *testing.T) {
 	wantCode(t, err, 2, "bad suite: "+suite+`:4: scenarios.0.name: "happy path" has " ": a scenario name is part of its runs' ids `+
 		"(evXXXXXXXXXX-NAME-N, sent as X-Belay-Run-Id), so it may use only letters, digits and . _ : -, at most 109 characters")
 }
+
+// --detect reads the baseline's counts, as the gate does, not its
+// pass_rate field (adversarial review: a hand-edited pass_rate changed the
+// answer).
+func TestDetectReadsCounts(t *testing.T) {
+	dir := t.TempDir()
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 1\nscenarios: [{name: a}]\n")
+	base := writeText(t, dir, "base.json", `{"format": "belay.eval/v1", "scenarios": [{"name": "a", "runs": 20, "passes": 18, "pass_rate": 0.25}]}`)
+	out, err := run(t, "eval", suite, "--detect", "0.1", "--baseline", base, "--no-progress", "--store", "memory://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "baseline 0.900:") {
+		t.Errorf("--detect output:\n%s\nwant the rate from the counts, baseline 0.900", out)
+	}
+	bad := writeText(t, dir, "bad.json", `{"format": "belay.eval/v1", "scenarios": [{"name": "a", "runs": 20, "passes": 21}]}`)
+	_, err = run(t, "eval", suite, "--detect", "0.1", "--baseline", bad, "--no-progress", "--store", "memory://")
+	wantCode(t, err, 2, "passes 21, runs 20: need 0 ≤ passes ≤ runs")
+}
