@@ -3,6 +3,8 @@ package gate
 import (
 	"cmp"
 	"slices"
+
+	"github.com/belay-run/belay/eval/stats"
 )
 
 // hypothesis is one member of the pass-rate family: the rows it decides
@@ -30,6 +32,7 @@ func (res *Result) testPassRates(cfg Config) {
 	}
 	ov := &res.Overall
 	ov.test(cfg.MinCell)
+	ov.stratify(res.Scenarios)
 	if !ov.inFamily() && ov.Test != TestNone {
 		ov.AdjustedP = ov.PValue
 	}
@@ -45,6 +48,32 @@ func (res *Result) testPassRates(cfg Config) {
 			row.holm = len(fam) > 1
 			row.decidePassRate(cfg.Alpha)
 		}
+	}
+}
+
+// stratify replaces the overall row's test by the Cochran–Mantel–Haenszel
+// test over the scenarios compared (run on both sides) when there are two
+// or more: pooled counts compare suites whose scenarios ran in different
+// proportions (an edited runs:, a scenario run more in one report) and
+// see a drop that is in no scenario (Simpson's paradox; an adversarial
+// review's example: easy 95/100 and hard 5/10 against easy 19/20 and hard
+// 50/100 read as 90.9% → 57.5%, z 5.73). With one scenario the overall
+// row keeps that scenario's own test, so the two agree.
+func (ov *Row) stratify(scen []Row) {
+	var strata []stats.Stratum
+	for _, r := range scen {
+		if r.Presence == Both && r.Base.Runs > 0 && r.Cand.Runs > 0 {
+			strata = append(strata, stats.Stratum{BaseSucc: r.Base.Passes, BaseN: r.Base.Runs, CandSucc: r.Cand.Passes, CandN: r.Cand.Runs})
+		}
+	}
+	if len(strata) < 2 || ov.Test == TestNone {
+		return
+	}
+	ov.Test = TestCMH
+	ov.Z, ov.cmhTested = stats.CMHZ(strata)
+	ov.PValue = 1
+	if ov.cmhTested {
+		ov.PValue = stats.NormalUpperTail(ov.Z)
 	}
 }
 

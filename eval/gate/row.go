@@ -40,6 +40,11 @@ const (
 	TestNone   Test = ""       // not tested: one side missing or without runs
 	TestZ      Test = "z"      // one-sided pooled two-proportion z-test
 	TestFisher Test = "fisher" // one-sided Fisher exact test
+	// TestCMH is the overall row's test when two or more scenarios have
+	// runs on both sides: the one-sided Cochran–Mantel–Haenszel test
+	// (stats.CMHZ), stratified by scenario, so that a change in how many
+	// runs each scenario has does not read as a change in pass rate.
+	TestCMH Test = "cmh"
 )
 
 // Flag names one kind of regression.
@@ -76,18 +81,24 @@ type Row struct {
 	Presence   Presence
 	Base, Cand Counts
 	Test       Test    // which test gave PValue
-	Z          float64 // pooled z statistic, positive when the candidate is worse (also shown for Fisher rows)
+	Z          float64 // pooled z statistic (the CMH statistic for TestCMH), positive when the candidate is worse (also shown for Fisher rows)
 	PValue     float64 // one-sided p-value; NaN when not tested
 	AdjustedP  float64 // weighted-Holm-adjusted p-value (see the package doc); flagged when ≤ Alpha; NaN when not tested
 	// holm: AdjustedP is weighted Holm's over two or more hypotheses;
 	// otherwise it is the row's own p-value (tested alone, or unable to
 	// reject), and the explanation does not call it adjusted.
-	holm     bool
-	Cost     RatioCheck // cost per successful run
-	Latency  RatioCheck // p95 latency
-	Flags    []Flag     // the regressions found; empty when the row passes
-	Warnings []Flag     // rises reported without failing the gate (p95 latency unless Config.LatencyFails)
-	Why      string     // one or more sentences explaining the verdict
+	holm bool
+	// cmhTested: a TestCMH row had a stratum with variance (a scenario
+	// with both passes and failures over its two sides).
+	cmhTested bool
+	// ratioAlpha is the one-sided level of this row's cost and latency
+	// checks: Alpha shared by the rows checked (Result.ratioRows).
+	ratioAlpha float64
+	Cost       RatioCheck // cost per successful run
+	Latency    RatioCheck // p95 latency
+	Flags      []Flag     // the regressions found; empty when the row passes
+	Warnings   []Flag     // rises reported without failing the gate (p95 latency unless Config.LatencyFails)
+	Why        string     // one or more sentences explaining the verdict
 }
 
 // Regressed reports whether the row has any flag.
@@ -147,6 +158,9 @@ func minExpected(b, c Counts) float64 {
 // rate (R. E. Tarone, "A modified Bonferroni method for discrete data",
 // Biometrics 46, 1990).
 func (r Row) inFamily() bool {
+	if r.Test == TestCMH {
+		return r.cmhTested
+	}
 	pass := r.Base.Passes + r.Cand.Passes
 	return r.Test != TestNone && pass > 0 && pass < r.Base.Runs+r.Cand.Runs
 }
@@ -159,11 +173,12 @@ func (r *Row) decidePassRate(alpha float64) {
 
 // checkRatios runs the cost and latency bootstraps; key separates the
 // random streams of different rows ("" for overall).
-func (r *Row) checkRatios(b, c Group, cfg Config, key string) {
-	if cfg.BootstrapIters < 0 || len(b.Samples) < minBootstrapSamples || len(c.Samples) < minBootstrapSamples {
+func (r *Row) checkRatios(b, c Group, cfg Config, key string, alpha float64) {
+	if !ratioCheckable(b, c, cfg) {
 		return
 	}
-	conf := 1 - 2*cfg.Alpha
+	r.ratioAlpha = alpha
+	conf := 1 - 2*alpha
 	r.Cost = ratioCheck(b.Samples, c.Samples, costPerSuccess, cfg, conf, cfg.CostTolerance, stream(cfg.Seed, "cost", key))
 	r.Latency = ratioCheck(b.Samples, c.Samples, p95Latency(), cfg, conf, cfg.LatencyTolerance, stream(cfg.Seed, "latency", key))
 	if r.Cost.Regressed {
@@ -175,6 +190,12 @@ func (r *Row) checkRatios(b, c Group, cfg Config, key string) {
 	case r.Latency.Regressed:
 		r.Warnings = append(r.Warnings, FlagLatencyP95)
 	}
+}
+
+// ratioCheckable reports whether checkRatios checks b against c: the
+// bootstrap is on and each side has minBootstrapSamples samples.
+func ratioCheckable(b, c Group, cfg Config) bool {
+	return cfg.BootstrapIters >= 0 && len(b.Samples) >= minBootstrapSamples && len(c.Samples) >= minBootstrapSamples
 }
 
 func ratioCheck(b, c []Sample, stat func([]Sample) float64, cfg Config, conf, tol float64, rng *rand.Rand) RatioCheck {
@@ -243,10 +264,10 @@ func (r *Row) explain(cfg Config, overall bool) {
 		parts = append(parts, r.passRateWhy(cfg.Alpha))
 	}
 	if r.Cost.Regressed {
-		parts = append(parts, ratioWhy("cost per success", r.Cost, usd, cfg.CostTolerance, cfg.Alpha))
+		parts = append(parts, ratioWhy("cost per success", r.Cost, usd, cfg.CostTolerance, r.ratioAlpha))
 	}
 	if r.Latency.Regressed {
-		why := ratioWhy("p95 latency", r.Latency, ms, cfg.LatencyTolerance, cfg.Alpha)
+		why := ratioWhy("p95 latency", r.Latency, ms, cfg.LatencyTolerance, r.ratioAlpha)
 		if !cfg.LatencyFails {
 			why = "warning (does not fail the gate; --fail-on-latency): " + why
 		}
@@ -257,8 +278,11 @@ func (r *Row) explain(cfg Config, overall bool) {
 
 func (r *Row) passRateWhy(alpha float64) string {
 	test := fmt.Sprintf("z = %.2f, one-sided p = %s", r.Z, pfmt(r.PValue))
-	if r.Test == TestFisher {
+	switch r.Test {
+	case TestFisher:
 		test = fmt.Sprintf("Fisher exact test for small counts, one-sided p = %s", pfmt(r.PValue))
+	case TestCMH:
+		test = fmt.Sprintf("stratified by scenario (Cochran–Mantel–Haenszel) z = %.2f, one-sided p = %s", r.Z, pfmt(r.PValue))
 	}
 	if r.holm {
 		test += fmt.Sprintf(", Holm-adjusted p = %s", pfmt(r.AdjustedP))

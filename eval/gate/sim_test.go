@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -159,7 +160,7 @@ func TestRatioChecksAAAndShift(t *testing.T) {
 	rng := rand.New(rand.NewPCG(99, 100))
 	check := func(b, c Group) Row {
 		var r Row
-		r.checkRatios(b, c, cfg, "s")
+		r.checkRatios(b, c, cfg, "s", cfg.Alpha)
 		return r
 	}
 	var aaCost, aaLat, shiftCost, shiftLat int
@@ -187,4 +188,42 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestCostAAWholeGate: identical builds of a suite shaped like the
+// README's example (7 scenarios of 20 runs, pass rate 0.9) fail the gate
+// on cost per success in at most α of seeded trials, the checks sharing α
+// over the rows (adversarial review: at α per row, 14% of trials, for
+// exponential and for log-normal costs alike).
+func TestCostAAWholeGate(t *testing.T) {
+	for _, lognormal := range []bool{false, true} {
+		const trials = 200
+		rng := rand.New(rand.NewPCG(11, 12))
+		side := func() []Group {
+			gs := make([]Group, 7)
+			for i := range gs {
+				g := runs(rng, 20, 0.9, 0.0002, 500)
+				g.Name = fmt.Sprintf("s%d", i)
+				if lognormal {
+					for j := range g.Samples {
+						g.Samples[j].CostUSD = 0.0002 * math.Exp(0.5*rng.NormFloat64())
+					}
+				}
+				gs[i] = g
+			}
+			return gs
+		}
+		flagged := 0
+		for range trials {
+			res, err := Compare(side(), side(), Config{BootstrapIters: 500, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			flagged += b2i(slices.ContainsFunc(append(res.Scenarios, res.Overall), func(r Row) bool { return r.Cost.Regressed }))
+		}
+		t.Logf("log-normal %v: A/A cost flags in %.3f of trials", lognormal, frac(flagged, trials))
+		if frac(flagged, trials) > 0.05 {
+			t.Errorf("log-normal %v: identical builds flagged on cost in %.3f of trials; want ≤ 0.05", lognormal, frac(flagged, trials))
+		}
+	}
 }

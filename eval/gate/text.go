@@ -26,8 +26,13 @@ func (r Result) WriteText(w io.Writer) error {
 		if cfg.LatencyFails {
 			latency = "a regression"
 		}
-		fmt.Fprintf(ew, "cost per success, p95 latency: %g%% bootstrap interval of candidate/baseline (%d rounds, seed %d); flagged above +%g%% cost, +%g%% latency (%s)\n",
-			100*(1-2*cfg.Alpha), cfg.BootstrapIters, cfg.Seed, 100*cfg.CostTolerance, 100*cfg.LatencyTolerance, latency)
+		each := cfg.Alpha / float64(max(1, r.ratioRows))
+		shared := ""
+		if r.ratioRows > 1 {
+			shared = fmt.Sprintf(", α = %g shared by the %d rows checked (Bonferroni)", cfg.Alpha, r.ratioRows)
+		}
+		fmt.Fprintf(ew, "cost per success, p95 latency: %.4g%% bootstrap interval of candidate/baseline (%d rounds, seed %d%s); flagged above +%g%% cost, +%g%% latency (%s)\n",
+			100*(1-2*each), cfg.BootstrapIters, cfg.Seed, shared, 100*cfg.CostTolerance, 100*cfg.LatencyTolerance, latency)
 	}
 	fmt.Fprintln(ew)
 
@@ -82,7 +87,7 @@ func (r Result) familyText() string {
 	case r.Overall.Test == TestNone:
 		return "nothing tested: no scenario has runs on both sides"
 	case !r.Overall.inFamily():
-		return "no correction: every row passes all or fails all on both sides, so no test below can reject (their p-values are shown for reference)"
+		return "no correction: every scenario passes all or fails all on both sides, so no test below can reject (their p-values are shown for reference)"
 	case in == 0:
 		return fmt.Sprintf("no correction: overall is the only row that can reject, tested alone at α "+
 			"(the %d tested scenarios all pass or all fail on both sides)", out)

@@ -200,3 +200,42 @@ func RunsToDetect(baseRate, drop, alpha, power float64) (int, error) {
 	// Guard against 157.0000000001 from rounding becoming 158.
 	return max(1, int(math.Ceil(n-1e-9))), nil
 }
+
+// Stratum is one 2×2 table of a stratified comparison: a baseline's and a
+// candidate's successes and trials in one stratum (one scenario).
+type Stratum struct {
+	BaseSucc, BaseN, CandSucc, CandN int
+}
+
+// CMHZ returns the signed Cochran–Mantel–Haenszel statistic over strata,
+// positive when the candidate is worse, like TwoProportionZ; NormalUpperTail
+// of it is the one-sided p-value for "the candidate's rate is lower within
+// the strata". Each stratum compares only with itself, so a change in how
+// many trials each stratum has (more runs of a hard scenario) moves
+// nothing, where pooling the counts would (Simpson's paradox). With the
+// baseline's successes a_k, stratum size N_k = n1_k + n2_k and successes
+// M_k, E[a_k] = n1_k·M_k/N_k and Var[a_k] = n1_k·n2_k·M_k·(N_k−M_k) /
+// (N_k²·(N_k−1)) (the hypergeometric variance: N. Mantel and W. Haenszel,
+// J. Natl. Cancer Inst. 22, 1959); z = Σ(a_k − E[a_k]) / √ΣVar[a_k],
+// without continuity correction. A stratum with no trials on a side, or
+// all successes or all failures, adds nothing; tested is false, and z 0,
+// when no stratum adds variance. It panics on a negative count or
+// successes above trials.
+func CMHZ(strata []Stratum) (z float64, tested bool) {
+	var diff, variance float64
+	for _, s := range strata {
+		checkCounts("CMHZ", s.BaseSucc, s.BaseN, s.CandSucc, s.CandN)
+		n1, n2 := float64(s.BaseN), float64(s.CandN)
+		n := n1 + n2
+		m := float64(s.BaseSucc + s.CandSucc)
+		if s.BaseN == 0 || s.CandN == 0 || m == 0 || m == n {
+			continue
+		}
+		diff += float64(s.BaseSucc) - n1*m/n
+		variance += n1 * n2 * m * (n - m) / (n * n * (n - 1))
+	}
+	if variance <= 0 {
+		return 0, false
+	}
+	return diff / math.Sqrt(variance), true
+}

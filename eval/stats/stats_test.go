@@ -332,3 +332,37 @@ func TestQuantileInPlaceMatchesQuantile(t *testing.T) {
 		t.Error("NaN or empty input: want NaN")
 	}
 }
+
+// CMHZ: one stratum is the pooled z-test with the hypergeometric variance
+// (z·√((N−1)/N)); strata with the same rates on both sides give 0 however
+// their sizes change (the pooled z sees a drop there: Simpson's paradox);
+// a drop within every stratum is seen; degenerate strata add nothing.
+func TestCMHZ(t *testing.T) {
+	z := TwoProportionZ(90, 100, 80, 100)
+	if got, want := cmh([]Stratum{{90, 100, 80, 100}}), z*math.Sqrt(199.0/200); math.Abs(got-want) > 1e-12 {
+		t.Errorf("one stratum: %v, want %v", got, want)
+	}
+	// easy 95% and hard 50% on both sides; the candidate ran hard more.
+	simpson := []Stratum{{95, 100, 19, 20}, {5, 10, 50, 100}}
+	if got := cmh(simpson); math.Abs(got) > 1e-12 {
+		t.Errorf("same rates in every stratum: z %v, want 0", got)
+	}
+	if pooled := TwoProportionZ(100, 110, 69, 120); pooled < 5 {
+		t.Errorf("the pooled z of the same counts is %v; the test above means nothing unless it is large", pooled)
+	}
+	// A drop of 0.1 in both strata: 90→80 (n 200 each), 60→50.
+	if got := cmh([]Stratum{{180, 200, 160, 200}, {120, 200, 100, 200}}); got < 2.5 || got > 3.5 {
+		t.Errorf("a drop in both strata: z %v, want about 3", got)
+	}
+	if got, tested := CMHZ([]Stratum{{10, 10, 20, 20}, {0, 5, 0, 5}, {3, 10, 0, 0}}); got != 0 || tested {
+		t.Errorf("degenerate strata: %v, %v; want 0, not tested", got, tested)
+	}
+	if got, tested := CMHZ(nil); got != 0 || tested {
+		t.Errorf("no strata: %v, %v; want 0, not tested", got, tested)
+	}
+}
+
+func cmh(s []Stratum) float64 {
+	z, _ := CMHZ(s)
+	return z
+}
