@@ -196,6 +196,11 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if err != nil || v < 0 {
 		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 2m, or a number of seconds)", n.Line, n.Value)
 	}
+	if v == 0 && strings.ContainsAny(n.Value, "123456789") {
+		// 0.0000000001 (seconds) or 0.1ns rounds to 0, which means the
+		// default or no limit: not what was written.
+		return fmt.Errorf("line %d: %q is shorter than a nanosecond, and would read as 0", n.Line, n.Value)
+	}
 	*d = Duration(v)
 	return nil
 }
@@ -317,6 +322,9 @@ func (s *Suite) validate() error {
 		}
 		if _, err := filepath.Match(r.Tool, "x"); err != nil {
 			return bad(fmt.Sprintf("%s: bad pattern %q", p, r.Tool), "approvals", fmt.Sprint(i), "tool")
+		}
+		if r.MaxAmount != nil && (math.IsNaN(*r.MaxAmount) || math.IsInf(*r.MaxAmount, 0) || *r.MaxAmount < 0) {
+			return bad(fmt.Sprintf("must be a number ≥ 0, not %v (a rule that no amount can meet)", *r.MaxAmount), "approvals", fmt.Sprint(i), "max_amount_usd")
 		}
 		if r.Decision != "approve" && r.Decision != "deny" {
 			return bad(fmt.Sprintf("%q is not a decision (want approve or deny)", r.Decision), "approvals", fmt.Sprint(i), "decision")

@@ -136,6 +136,11 @@ func checkFields(n *yaml.Node, t reflect.Type, path []string) error {
 		// The decoder would truncate 1.5 to 1.
 		return badAt(n, valueMessage(t, n, nil), path...)
 	}
+	if isWhole(t) && n.ShortTag() == "!!int" && leadingZero.MatchString(n.Value) {
+		// The decoder reads 010 as octal 8 (YAML 1.1); a suite author
+		// meant 10 (an adversarial review found runs: 010 running 8).
+		return badAt(n, fmt.Sprintf("%s has a leading 0, which YAML reads as octal (%s); write it without the 0, or as 0o… for octal", n.Value, octalValue(n)), path...)
+	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
 		return badAt(n, valueMessage(t, n, err), path...)
 	}
@@ -286,4 +291,17 @@ var yamlLine = regexp.MustCompile(`(^|; )line \d+: `)
 // without its line prefixes: the caller names the file, line and field.
 func plainYAMLError(err error) string {
 	return yamlLine.ReplaceAllString(yamlnode.PlainError(err), "$1")
+}
+
+// leadingZero matches an integer written with a leading 0 (010, -07),
+// which YAML 1.1, and so the decoder, reads as octal.
+var leadingZero = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
+
+// octalValue says what the decoder makes of n.
+func octalValue(n *yaml.Node) string {
+	var v int64
+	if err := n.Decode(&v); err != nil {
+		return "not a number"
+	}
+	return strconv.FormatInt(v, 10)
 }

@@ -48,3 +48,26 @@ func TestWorldJSONCannotHold(t *testing.T) {
 		}
 	}
 }
+
+// Numbers a suite reads as something else than was written are refused
+// (adversarial review): a leading 0 (YAML 1.1 octal: runs: 010 ran 8), a
+// duration below a nanosecond (it read as 0: no deadline), an approval
+// amount no call can meet.
+func TestSuiteNumbersReadAsWritten(t *testing.T) {
+	head := "version: 1\nagent: {command: [sh, -c, 'echo hi']}\n"
+	for _, c := range []struct{ text, want string }{
+		{"runs: 010\nscenarios: [{name: a}]\n", "runs: 010 has a leading 0, which YAML reads as octal (8)"},
+		{"limits: {deadline: 0.0000000001}\nscenarios: [{name: a}]\n", `"0.0000000001" is shorter than a nanosecond`},
+		{"approvals: [{tool: refund, max_amount_usd: .nan, decision: approve}]\nscenarios: [{name: a}]\n", "approvals.0.max_amount_usd: must be a number ≥ 0, not NaN"},
+		{"approvals: [{tool: refund, max_amount_usd: -5, decision: approve}]\nscenarios: [{name: a}]\n", "must be a number ≥ 0, not -5"},
+	} {
+		if _, err := loadText(t, head+c.text); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error with %q", c.text, err, c.want)
+		}
+	}
+	for _, ok := range []string{"runs: 10\n", "runs: 0o10\n", "limits: {deadline: 0}\n", "limits: {deadline: 0.5}\n"} {
+		if _, err := loadText(t, head+ok+"scenarios: [{name: a}]\n"); err != nil && !strings.Contains(err.Error(), "leave it out for the default") {
+			t.Errorf("%s: %v; want it accepted", ok, err)
+		}
+	}
+}
