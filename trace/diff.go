@@ -103,12 +103,17 @@ func DiffCanonical(a, b []byte) (DiffResult, error) {
 // subsequence over their steps keyed by kind and name, then compares each
 // aligned pair's status, attributes and events. Unaligned steps are Removed
 // (from a) or Added (to b). Paths are not compared: a step inserted earlier
-// shifts its siblings' paths without changing what they did.
+// shifts its siblings' paths without changing what they did. A step's
+// ancestry is (the kinds and names of the steps above it, from the run
+// down): a tool call made inside a model call's attempt is not the same
+// step as one the run made, and shows as a change of "parent" (an
+// adversarial review found the two trees comparing equal).
 //
 // Cost: O(n·m) time and memory after trimming the common prefix and suffix;
 // past 2^24 cells the middle is reported as removed and added whole.
 func Diff(a, b []Step) DiffResult {
 	var d DiffResult
+	upA, upB := ancestries(a), ancestries(b)
 	for _, p := range align(a, b) {
 		i, j := p[0], p[1]
 		switch {
@@ -117,7 +122,11 @@ func Diff(a, b []Step) DiffResult {
 		case j < 0:
 			d.Entries = append(d.Entries, DiffEntry{Op: Removed, Index: i + 1, Step: a[i]})
 		default:
-			if ch := compareSteps(a[i], b[j]); len(ch) > 0 {
+			ch := compareSteps(a[i], b[j])
+			if upA[i] != upB[j] {
+				ch = append([]Change{{Field: "parent", Old: upA[i], New: upB[j], HadOld: true, HasNew: true}}, ch...)
+			}
+			if len(ch) > 0 {
 				d.Entries = append(d.Entries, DiffEntry{Op: Changed, Index: j + 1, Step: b[j], Changes: ch})
 			}
 		}
@@ -126,6 +135,36 @@ func Diff(a, b []Step) DiffResult {
 }
 
 func stepKey(s Step) string { return string(s.Kind) + "\x00" + s.Name }
+
+// ancestries returns, for each step, the kinds and names of the steps
+// above it, nearest last ("run invoke_agent a > model chat m"); "" for a
+// root. A parent path missing from steps (a hand-edited golden) is named
+// by its path.
+func ancestries(steps []Step) []string {
+	byPath := make(map[string]Step, len(steps))
+	for _, s := range steps {
+		byPath[s.Path] = s
+	}
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		var up []string
+		for p := s.Path; ; {
+			k := strings.LastIndexByte(p, '.')
+			if k < 0 {
+				break
+			}
+			p = p[:k]
+			if ps, ok := byPath[p]; ok {
+				up = append(up, string(ps.Kind)+" "+ps.Name)
+			} else {
+				up = append(up, "step "+p)
+			}
+		}
+		slices.Reverse(up)
+		out[i] = strings.Join(up, " > ")
+	}
+	return out
+}
 
 // align returns the alignment in order: {i, j} for a pair, {i, -1} for a
 // step only in a, {-1, j} for a step only in b. Within a region of
