@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/store"
@@ -450,6 +451,9 @@ func EffectiveLimits(s *Suite, sc *Scenario) (store.Limits, error) {
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) { // not inside a character
+		n--
 	}
 	return s[:n] + "…"
 }

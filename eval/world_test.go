@@ -71,3 +71,17 @@ func TestSuiteNumbersReadAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// clip cuts at a character boundary (adversarial review: a byte cut split
+// a multi-byte character in the report).
+func TestClipKeepsCharactersWhole(t *testing.T) {
+	if got := clip("héllo wörld", 2); got != "h…" {
+		t.Errorf("clip = %q, want %q", got, "h…")
+	}
+	if got := clip("日本語", 4); got != "日…" {
+		t.Errorf("clip = %q, want %q", got, "日…")
+	}
+	if got := clip("abc", 3); got != "abc" {
+		t.Errorf("clip = %q, want abc", got)
+	}
+}
