@@ -97,6 +97,10 @@ func (c *call) serve() (int, error) {
 	if fe != nil {
 		return c.refuse(fe)
 	}
+	agent, fe := agentName(c.r)
+	if fe != nil {
+		return c.refuse(fe)
+	}
 	tenant, fe := s.tenants.identify(c.r)
 	if fe != nil {
 		return c.refuse(fe)
@@ -148,7 +152,7 @@ func (c *call) serve() (int, error) {
 
 	// admit
 	turn, err := s.runs.Admit(c.r.Context(), Admission{
-		RunID: id, Named: c.r.Header.Get(HeaderRunID) == "", Tenant: tenant.Name, TenantBudget: tenant.Budget, Limits: limits,
+		RunID: id, Named: c.r.Header.Get(HeaderRunID) == "", Tenant: tenant.Name, Agent: agent, TenantBudget: tenant.Budget, Limits: limits,
 		Alias: req.model, Dialect: string(c.f.dialect()), Chain: c.chain,
 		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, Stream: req.stream,
 	})

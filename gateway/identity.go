@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
@@ -21,6 +23,10 @@ const (
 	HeaderMaxTurns   = "X-Belay-Max-Turns"
 	HeaderDeadline   = "X-Belay-Deadline"
 	HeaderMaxCostUSD = "X-Belay-Max-Cost-Usd"
+	// HeaderAgent names the agent making the call: the run's agent
+	// (store.Run.Agent, the AGENT column of belay runs, the run span's
+	// gen_ai.agent.name) when the call starts its run.
+	HeaderAgent = "X-Belay-Agent"
 )
 
 // Response headers belay writes.
@@ -137,6 +143,20 @@ func runID(r *http.Request) (string, *failure.Error) {
 		return "", refusal(failure.InvalidRequest, HeaderRunID+": want 1-128 characters of letters, digits and . _ : -")
 	}
 	return id, nil
+}
+
+// maxAgentName bounds X-Belay-Agent, in bytes.
+const maxAgentName = 128
+
+// agentName returns the request's X-Belay-Agent, trimmed ("" when absent):
+// at most maxAgentName bytes of UTF-8 without control characters, else an
+// InvalidRequest failure.
+func agentName(r *http.Request) (string, *failure.Error) {
+	v := strings.TrimSpace(r.Header.Get(HeaderAgent))
+	if len(v) > maxAgentName || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return "", refusal(failure.InvalidRequest, fmt.Sprintf("%s: want at most %d bytes of text without control characters", HeaderAgent, maxAgentName))
+	}
+	return v, nil
 }
 
 // requestLimits returns base lowered by the request's X-Belay-Max-Turns

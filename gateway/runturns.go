@@ -110,7 +110,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		r, err = t.m.Get(ctx, a.RunID)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		spec := run.Spec{ID: a.RunID, Tenant: a.Tenant, Limits: storeLimits(a.Limits), Labels: gatewayLabels}
+		spec := run.Spec{ID: a.RunID, Tenant: a.Tenant, Agent: a.Agent, Limits: storeLimits(a.Limits), Labels: gatewayLabels}
 		if a.Named {
 			// A run the gateway named: a client groups calls into a run by
 			// sending X-Belay-Run-Id, so this one is this call. It ends
@@ -128,6 +128,15 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	}
 	if r.Tenant() != a.Tenant {
 		return nil, refusal(failure.PermissionDenied, "run "+a.RunID+" belongs to another tenant")
+	}
+	if a.Agent != "" && r.Agent() != a.Agent {
+		// A run's agent is its first call's; two agents sharing a run id
+		// is a mistake to show, not to record under either name.
+		was := fmt.Sprintf("agent %q", r.Agent())
+		if r.Agent() == "" {
+			was = "no agent (its first call sent no " + HeaderAgent + ")"
+		}
+		return nil, refusal(failure.InvalidRequest, fmt.Sprintf("run %s was started by %s; %s says %q", a.RunID, was, HeaderAgent, a.Agent))
 	}
 	out := a.MaxOutputTokens
 	if out == 0 {

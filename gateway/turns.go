@@ -36,6 +36,9 @@ type Admission struct {
 	Named bool
 	// Tenant is the tenant's name ("default" for an open gateway).
 	Tenant string
+	// Agent is X-Belay-Agent ("" when not sent): the agent of a run the
+	// call starts; a run started under another agent refuses the call.
+	Agent string
 	// TenantBudget is the tenant's budget (zero USD: unlimited).
 	TenantBudget config.TenantBudget
 	// Limits are the run's effective limits: the tenant's, lowered by the
