@@ -25,7 +25,8 @@ const (
 	HeaderMaxCostUSD = "X-Belay-Max-Cost-Usd"
 	// HeaderAgent names the agent making the call: the run's agent
 	// (store.Run.Agent, the AGENT column of belay runs, the run span's
-	// gen_ai.agent.name) when the call starts its run.
+	// gen_ai.agent.name) when the call starts its run; a run's agent is
+	// fixed when it starts.
 	HeaderAgent = "X-Belay-Agent"
 )
 

@@ -129,15 +129,6 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	if r.Tenant() != a.Tenant {
 		return nil, refusal(failure.PermissionDenied, "run "+a.RunID+" belongs to another tenant")
 	}
-	if a.Agent != "" && r.Agent() != a.Agent {
-		// A run's agent is its first call's; two agents sharing a run id
-		// is a mistake to show, not to record under either name.
-		was := fmt.Sprintf("agent %q", r.Agent())
-		if r.Agent() == "" {
-			was = "no agent (its first call sent no " + HeaderAgent + ")"
-		}
-		return nil, refusal(failure.InvalidRequest, fmt.Sprintf("run %s was started by %s; %s says %q", a.RunID, was, HeaderAgent, a.Agent))
-	}
 	out := a.MaxOutputTokens
 	if out == 0 {
 		out = DefaultReserveOutputTokens

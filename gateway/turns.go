@@ -37,7 +37,8 @@ type Admission struct {
 	// Tenant is the tenant's name ("default" for an open gateway).
 	Tenant string
 	// Agent is X-Belay-Agent ("" when not sent): the agent of a run the
-	// call starts; a run started under another agent refuses the call.
+	// call starts. A run's agent is fixed when it starts (by its first
+	// call, or by belay eval for its runs): a later call's is not applied.
 	Agent string
 	// TenantBudget is the tenant's budget (zero USD: unlimited).
 	TenantBudget config.TenantBudget

@@ -239,14 +239,6 @@ func (r *Run) ID() string { return r.id }
 // Tenant returns the tenant the run belongs to (fixed when it starts).
 func (r *Run) Tenant() string { return r.tenant }
 
-// Agent returns the run's agent name (Spec.Agent; fixed when it starts,
-// "" when none was given).
-func (r *Run) Agent() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.rec.Agent
-}
-
 // TraceID returns the trace id shared by the run's spans (32 hex digits,
 // derived from the run id, so every process writes the same one).
 func (r *Run) TraceID() string {
