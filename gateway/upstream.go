@@ -239,9 +239,17 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 // utf8BOM is the UTF-8 encoding of U+FEFF.
 var utf8BOM = []byte("\xEF\xBB\xBF")
 
-// overLimit charges a response past the cap and returns its failure.
+// overLimit charges a response past the cap and returns its failure. Its
+// usage is unread: it is charged, marked estimated, the prompt and the
+// request's output limit, or the output the call reserved without one
+// (DefaultReserveOutputTokens; an adversarial review found such an answer
+// charged no output at all).
 func (c *call) overLimit(d *route.Deployment, status int, limit int64) error {
-	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: c.req.maxOutput}, true)
+	out := c.req.maxOutput
+	if out == 0 {
+		out = DefaultReserveOutputTokens
+	}
+	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: out}, true)
 	return tooLarge(d.Name, status, limit)
 }
 
