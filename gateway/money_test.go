@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/gateway"
 )
 
@@ -45,3 +46,66 @@ models:
 	}
 }
 
+// An attempt on the dear deployment (gpt-4o) that used tokens and failed
+// (a 2xx answer without "choices": charged, estimated), then a fallback
+// served by the cheap one (gpt-4o-mini): each attempt is priced at the
+// deployment that used its tokens (an adversarial review found the sum
+// priced at the last deployment's price).
+func TestFallbackChargesPricedPerDeployment(t *testing.T) {
+	dear := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		// 200 with usage but no choices: answerFault → charged as an
+		// estimate of the prompt and the body's length, ServerError.
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","usage":{"prompt_tokens":1000000,"completion_tokens":0}}`)
+	})
+	cheap := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, okCompletion, 10, 5)
+	})
+	y := fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1, base: 1ms, cap: 2ms, max_retry_after: 30s}
+breaker: {consecutive_failures: 1000}
+limits: {max_turns: 50, deadline: 1m, max_cost_usd: 5}
+models:
+  - alias: m
+    deployments:
+      - %s
+      - %s
+`, openAIDep("dear", "gpt-4o", dear.URL), openAIDep("cheap", "gpt-4o-mini", cheap.URL))
+	g := newGW(t, y, nil)
+	// A long prompt, so the failed attempt's estimated prompt dominates.
+	msg := make([]byte, 40000)
+	for i := range msg {
+		msg[i] = 'a' + byte(i%26)
+		if i%7 == 6 {
+			msg[i] = ' '
+		}
+	}
+	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"` + string(msg) + `"}]}`
+	resp, b := g.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", "fallback-priced")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if resp.Header.Get("X-Belay-Attempts") != "2" {
+		t.Fatalf("attempts %q; want 2 (dear failed, cheap served)", resp.Header.Get("X-Belay-Attempts"))
+	}
+	got, err := budget.ParseUSD(resp.Header.Get("X-Belay-Cost-Usd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := budget.DefaultPricing()
+	servedCost, _ := p.Cost("openai", "gpt-4o-mini", budget.Usage{InputTokens: 10, OutputTokens: 5})
+	// The dear attempt is charged at least its estimated prompt, at gpt-4o's price.
+	rec := g.run("fallback-priced")
+	prompt := rec.InputTokens - 10
+	if prompt <= 0 {
+		t.Fatalf("failed attempt not charged at all: input tokens %d", rec.InputTokens)
+	}
+	dearMin, _ := p.Cost("openai", "gpt-4o", budget.Usage{InputTokens: prompt})
+	if got < servedCost+dearMin {
+		t.Errorf("x-belay-cost-usd %s (record %s); want ≥ %s: the failed attempt's %d prompt tokens were used on gpt-4o (≥ %s) but priced at gpt-4o-mini",
+			got, rec.Cost, servedCost+dearMin, prompt, dearMin)
+	}
+}

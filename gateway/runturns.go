@@ -241,9 +241,12 @@ func runOutcome(o Outcome, records bool) (budget.Usage, run.Outcome) {
 	}
 	var u budget.Usage
 	for _, c := range o.Charges {
-		u = u.Add(budgetUsage(c.Usage))
+		cu := budgetUsage(c.Usage)
+		u = u.Add(cu)
 		out.Provider, out.Model, out.Deployment = c.Deployment.Provider, c.Deployment.Model, c.Deployment.Name
 		out.Estimated = out.Estimated || c.Estimated
+		// Each attempt priced at the deployment that used its tokens.
+		out.Parts = append(out.Parts, run.UsagePart{Provider: c.Deployment.Provider, Model: c.Deployment.Model, Usage: cu, Estimated: c.Estimated})
 	}
 	if d := o.Result.Deployment; d != nil {
 		out.Provider, out.Model, out.Deployment = d.Provider, d.Model, d.Name

@@ -30,8 +30,14 @@ type AttemptRecord struct {
 // Every field is optional.
 type Outcome struct {
 	// Provider and Model that actually served the call (after a fallback);
-	// they price the usage. Empty means the Step's.
+	// they price the usage unless Parts does. Empty means the Step's.
 	Provider, Model string
+	// Parts, when set, is the usage split by the model that used it (one
+	// per attempt of a call that retried or fell back), each priced at its
+	// own model's price; their usage must add up to Settle's u. A failed
+	// attempt on a dear deployment followed by a cheap fallback was
+	// charged at the cheap price (an adversarial review).
+	Parts []UsagePart
 	// ResponseModel is the model name the provider reported.
 	ResponseModel string
 	// Deployment that served the call.
@@ -52,6 +58,14 @@ type Outcome struct {
 	// stream cut after output began, a cancellation): the usage is charged
 	// and the span records the failure.
 	Err error
+}
+
+// UsagePart is usage that one provider's model used.
+type UsagePart struct {
+	Provider, Model string
+	Usage           budget.Usage
+	// Estimated: the part's usage is an estimate (the cost is marked so).
+	Estimated bool
 }
 
 // Settle charges the step's actual cost and closes it: the cost is priced
@@ -216,6 +230,9 @@ func (a *Admitted) unquote() {
 // step's estimate, marked estimated, for a model without a price, except
 // that a call that failed without using any token costs $0.
 func (a *Admitted) price(u budget.Usage, o Outcome) (cost budget.USD, estimated bool) {
+	if len(o.Parts) > 1 {
+		return a.priceParts(o)
+	}
 	provider, model := a.step.Provider, a.step.Model
 	if o.Model != "" {
 		provider, model = o.Provider, o.Model
@@ -229,6 +246,31 @@ func (a *Admitted) price(u budget.Usage, o Outcome) (cost budget.USD, estimated 
 		return 0, false
 	}
 	return a.step.EstimatedCost, true
+}
+
+// priceParts prices each part at its own model and adds the costs. A part
+// whose model has no price and that used tokens is charged the step's
+// reserved estimate once for all such parts (as price does for a whole
+// call), and the cost is marked estimated.
+func (a *Admitted) priceParts(o Outcome) (cost budget.USD, estimated bool) {
+	unpriced := false
+	for _, p := range o.Parts {
+		provider, model := p.Provider, p.Model
+		if model == "" {
+			provider, model = a.step.Provider, a.step.Model
+		}
+		pr, match, err := a.r.m.pricing.Lookup(provider, model)
+		if err != nil {
+			unpriced = unpriced || p.Usage != (budget.Usage{})
+			continue
+		}
+		cost = cost.Add(pr.Cost(p.Usage))
+		estimated = estimated || match.Default || p.Estimated
+	}
+	if unpriced {
+		cost, estimated = cost.Add(a.step.EstimatedCost), true
+	}
+	return cost, estimated || o.Estimated
 }
 
 // spendWithCreate reports whether a's spend of cost is to be written with
