@@ -384,9 +384,12 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 		if stop != nil {
 			stop()
 		}
-		for _, a := range open {
-			a.releaseReservation(ctx)
-		}
+		// The open steps keep their reservations until they settle or
+		// fail, as their cancellation makes them do at once: released
+		// here, another run of the tenant was admitted against the money
+		// before the canceled call settled what it had used, and the
+		// tenant ended past its budget (an adversarial review: $1.40 of a
+		// $1.00 budget).
 	}
 	if !first {
 		r.recordRunSpan() // with the kill event

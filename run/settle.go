@@ -79,8 +79,8 @@ type UsagePart struct {
 // (Config.StoreRetryFor). A model without a price is charged the reserved
 // estimate and the cost is marked estimated (CostEstimated), unless the call
 // failed without using any token (then it costs $0). A step whose
-// reservation has expired or was released by the run's end is charged
-// anyway. Settle after Settle or Fail returns ErrSettled.
+// reservation has expired is charged anyway. Settle after Settle or Fail
+// returns ErrSettled.
 func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error {
 	if !a.close() {
 		return ErrSettled
@@ -299,8 +299,8 @@ func (a *Admitted) spendWithCreate(cost budget.USD) bool {
 }
 
 // charge settles the reservation at cost, or records the spend with a
-// fresh unlimited reservation when the original is gone (expired, or
-// released by the run's end): money spent is always recorded. A store that
+// fresh unlimited reservation when the original is gone (expired): money
+// spent is always recorded. A store that
 // fails is retried (Manager.durably).
 func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	r := a.r

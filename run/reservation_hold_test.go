@@ -1,0 +1,50 @@
+package run
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
+)
+
+// A killed run's in-flight call keeps its reservation until it settles
+// what it used (adversarial review: released at the kill, another run of
+// the tenant was admitted against the money, and the tenant spent $1.40 of
+// a $1.00 budget).
+func TestKillKeepsInFlightReservationsUntilTheySettle(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.KillPoll = -1
+		c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: cents(100)}}
+	})
+	ctx := context.Background()
+	r1 := f.start(t, Spec{ID: "r1", Tenant: "acme"})
+	a, err := r1.Admit(ctx, modelStep(cents(80)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.m.Kill(ctx, store.KillRun, "r1", "runaway"); err != nil {
+		t.Fatal(err)
+	}
+	<-a.Context().Done()
+	r2 := f.start(t, Spec{ID: "r2", Tenant: "acme"})
+	if b, err := r2.Admit(ctx, modelStep(cents(80))); err == nil {
+		_ = b.Settle(ctx, usage(80, 0), Outcome{})
+		t.Fatal("a second run's 80¢ admitted while the killed run's canceled call still held 80¢ of the tenant's $1.00")
+	}
+	if err := a.Settle(ctx, usage(60, 0), Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	bal := f.balance(t, budget.TenantScope("acme", budget.Month, time.Now()))
+	if bal.Settled != cents(60) || bal.Reserved != 0 {
+		t.Errorf("tenant balance %+v; want 60¢ settled, nothing held", bal)
+	}
+	// Settled, the money is free for the tenant's next call.
+	r3 := f.start(t, Spec{ID: "r3", Tenant: "acme"})
+	c, err := r3.Admit(ctx, modelStep(cents(40)))
+	if err != nil {
+		t.Fatalf("after the settle: %v", err)
+	}
+	_ = c.Settle(ctx, usage(40, 0), Outcome{})
+}
