@@ -122,6 +122,12 @@ type Ledger interface {
 	// ExpireReservations releases every reservation whose ExpiresAt is
 	// before now, returning how many it released.
 	ExpireReservations(ctx context.Context, now time.Time) (int, error)
+	// Renew moves the ExpiresAt of each open reservation in ids to
+	// expiresAt, in one write; ids no longer open (settled, released,
+	// expired) are skipped. The process holding a reservation renews it
+	// while its call runs, so that ExpireReservations releases only what
+	// a process that stopped left behind, not the money of a long call.
+	Renew(ctx context.Context, ids []string, expiresAt time.Time) error
 	// Balance returns the state of a scope (zero for an unknown scope).
 	Balance(ctx context.Context, s Scope) (Balance, error)
 	// MarkAlert records that threshold (a fraction such as 0.8) was crossed

@@ -193,6 +193,19 @@ func (l *MemLedger) ExpireReservations(_ context.Context, now time.Time) (int, e
 	return n, nil
 }
 
+// Renew moves the expiry of the open reservations in ids to expiresAt.
+func (l *MemLedger) Renew(_ context.Context, ids []string, expiresAt time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		if r, ok := l.open[id]; ok {
+			r.ExpiresAt = expiresAt
+			l.open[id] = r
+		}
+	}
+	return nil
+}
+
 // Balance returns the state of s (zero for an unknown scope).
 func (l *MemLedger) Balance(_ context.Context, s Scope) (Balance, error) {
 	l.mu.Lock()

@@ -103,9 +103,10 @@ type Config struct {
 	// default "belay-" and 8 random hex digits.
 	Owner string
 	// ReservationTTL is how long a step's reservation lives unsettled
-	// before the janitor releases it (a crashed process leaves nothing
-	// reserved for long). Default 15 minutes; a step that runs longer is
-	// still charged when it settles.
+	// before a janitor releases it (a stopped process leaves nothing
+	// reserved for long). Default 15 minutes. The process holding the
+	// step renews its reservation every ExpireEvery (Ledger.Renew), so a
+	// call that runs longer keeps its money held.
 	ReservationTTL time.Duration
 	// IdempotencyLease is how long a tool call holds its idempotency key
 	// before another process may see it as expired. Default 5 minutes.

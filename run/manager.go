@@ -208,6 +208,7 @@ func (m *Manager) loop(ctx context.Context, watch <-chan struct{}) {
 			}
 			_ = m.refreshKills(ctx)
 		case <-expire:
+			m.renewOpen(ctx)
 			_, _ = m.st.ExpireReservations(ctx, m.now())
 			if m.cfg.EndIdle {
 				m.endAbandoned(ctx)
@@ -219,6 +220,29 @@ func (m *Manager) loop(ctx context.Context, watch <-chan struct{}) {
 }
 
 func (m *Manager) setKills(s killSet) { m.kills.Store(&s) }
+
+// renewOpen moves the expiry of the reservations of every step open in
+// this process to a ReservationTTL (plus one janitor interval) from now: a
+// call that runs longer than the TTL keeps its money held (an adversarial
+// review: after 15 minutes the janitor released a live call's
+// reservation, another call of the tenant was admitted against it, and
+// the tenant spent $1.60 of $1.00). A failed write is left to the next
+// tick; the reservations then live on their earlier expiry.
+func (m *Manager) renewOpen(ctx context.Context) {
+	var ids []string
+	for _, r := range m.held() {
+		r.mu.Lock()
+		for a := range r.open {
+			if a.resID != "" {
+				ids = append(ids, a.resID)
+			}
+		}
+		r.mu.Unlock()
+	}
+	if len(ids) > 0 {
+		_ = m.st.Renew(ctx, ids, m.now().Add(m.cfg.ReservationTTL+m.cfg.ExpireEvery))
+	}
+}
 
 // abandonedPages bounds the pages of running runs endAbandoned reads per
 // tick (100 runs each).

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/belay-run/belay/budget"
@@ -47,4 +48,38 @@ func TestKillKeepsInFlightReservationsUntilTheySettle(t *testing.T) {
 		t.Fatalf("after the settle: %v", err)
 	}
 	_ = c.Settle(ctx, usage(40, 0), Outcome{})
+}
+
+// A call that runs past ReservationTTL keeps its money held: the process
+// renews its open steps' reservations (adversarial review: after 15
+// minutes the janitor released a live call's 80¢ of a $1.00 tenant budget,
+// a second call was admitted against it, and the tenant spent $1.60).
+func TestLongCallKeepsItsReservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(c *Config) {
+			c.KillPoll = -1
+			c.IdleTTL = -1
+			c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: cents(100)}}
+		})
+		ctx := context.Background()
+		long := f.start(t, Spec{ID: "long", Tenant: "acme", Limits: store.Limits{Deadline: time.Hour}})
+		a, err := long.Admit(ctx, modelStep(cents(80)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(16 * time.Minute) // the call still streams (fake time)
+		synctest.Wait()
+		other := f.start(t, Spec{ID: "other", Tenant: "acme", Limits: store.Limits{Deadline: time.Hour}})
+		if b, err := other.Admit(ctx, modelStep(cents(80))); err == nil {
+			_ = b.Settle(ctx, usage(80, 0), Outcome{})
+			t.Fatal("a second 80¢ call admitted while the first, 16 minutes in, still held 80¢ of the tenant's $1.00")
+		}
+		if err := a.Settle(ctx, usage(80, 0), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		bal := f.balance(t, budget.TenantScope("acme", budget.Month, time.Now()))
+		if bal.Settled != cents(80) || bal.Reserved != 0 {
+			t.Errorf("tenant balance %+v; want 80¢ settled, nothing held", bal)
+		}
+	})
 }

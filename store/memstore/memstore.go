@@ -143,6 +143,13 @@ func (s *Store) ExpireReservations(ctx context.Context, now time.Time) (int, err
 	return s.ledger.ExpireReservations(ctx, now)
 }
 
+func (s *Store) Renew(ctx context.Context, ids []string, expiresAt time.Time) error {
+	if err := s.isClosed(); err != nil {
+		return err
+	}
+	return s.ledger.Renew(ctx, ids, expiresAt)
+}
+
 func (s *Store) Balance(ctx context.Context, sc budget.Scope) (budget.Balance, error) {
 	if err := s.isClosed(); err != nil {
 		return budget.Balance{}, err

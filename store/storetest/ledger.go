@@ -148,6 +148,33 @@ func testLedgerExpiry(t *testing.T, s store.Store) {
 	wantBalance(t, s, sc, budget.Dollars(1), 0)
 }
 
+// testLedgerRenew: a renewed reservation outlives its first expiry; ids
+// not open (unknown, settled) are skipped without an error.
+func testLedgerRenew(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sc = budget.Scope("run:r1")
+	for _, id := range []string{"live", "done"} {
+		r := res(id, budget.Dollars(1), lim(sc, budget.Dollars(10)))
+		r.ExpiresAt = at(time.Minute)
+		must(t, s.Reserve(ctx, r))
+	}
+	must(t, s.Settle(ctx, "done", budget.Dollars(1)))
+	must(t, s.Renew(ctx, []string{"live", "done", "ghost"}, at(time.Hour)))
+	must(t, s.Renew(ctx, nil, at(time.Hour)))
+	n, err := s.ExpireReservations(ctx, at(30*time.Minute))
+	must(t, err)
+	if n != 0 {
+		t.Errorf("ExpireReservations released %d renewed reservations, want 0", n)
+	}
+	wantBalance(t, s, sc, budget.Dollars(1), budget.Dollars(1))
+	n, err = s.ExpireReservations(ctx, at(2*time.Hour))
+	must(t, err)
+	if n != 1 {
+		t.Errorf("ExpireReservations past the renewed expiry released %d, want 1", n)
+	}
+	wantBalance(t, s, sc, budget.Dollars(1), 0)
+}
+
 func testLedgerErrors(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	const sc = budget.Scope("run:r1")

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Ledger", func(t *testing.T) { testLedger(t, open(t)) })
 	t.Run("LedgerMultiScope", func(t *testing.T) { testLedgerMultiScope(t, open(t)) })
 	t.Run("LedgerExpiry", func(t *testing.T) { testLedgerExpiry(t, open(t)) })
+	t.Run("LedgerRenew", func(t *testing.T) { testLedgerRenew(t, open(t)) })
 	t.Run("LedgerErrors", func(t *testing.T) { testLedgerErrors(t, open(t)) })
 	t.Run("LedgerBatch", func(t *testing.T) { testLedgerBatch(t, open(t)) })
 	t.Run("Alerts", func(t *testing.T) { testAlerts(t, open(t)) })

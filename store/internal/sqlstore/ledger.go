@@ -179,6 +179,22 @@ func (c *Core) close(ctx context.Context, tx Tx, id, outcome string, actual budg
 	return err
 }
 
+// Renew moves the expiry of the open reservations in ids to expiresAt, in
+// one transaction; ids not open are skipped.
+func (c *Core) Renew(ctx context.Context, ids []string, expiresAt time.Time) error {
+	if len(ids) == 0 {
+		return c.open("renew reservations")
+	}
+	return c.write(ctx, fmt.Sprintf("renew %d reservations", len(ids)), func(tx Tx) error {
+		for _, id := range ids {
+			if _, err := tx.Exec(ctx, `UPDATE budget_reservations SET expires_ns = $2 WHERE id = $1`, id, expiresAt.UnixNano()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // ExpireReservations releases every reservation whose ExpiresAt is before
 // now, in one transaction, and returns how many it released.
 func (c *Core) ExpireReservations(ctx context.Context, now time.Time) (int, error) {
