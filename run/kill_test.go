@@ -130,6 +130,11 @@ func TestKillFlagFromWatcherSeenAtOnce(t *testing.T) {
 	})
 }
 
+// TestReservationTTLExpiry: a step whose process stopped renewing its
+// reservation (here a second Manager on the same store, its janitor and
+// renewal off) loses it to the janitor of another process after
+// ReservationTTL; the step's late settle is still recorded. (A live
+// process renews its open steps' reservations: TestLongCallKeepsItsReservation.)
 func TestReservationTTLExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, func(c *Config) {
@@ -137,10 +142,24 @@ func TestReservationTTLExpiry(t *testing.T) {
 			c.ExpireEvery = 10 * time.Second
 			c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: budget.Dollars(1)}}
 		})
+		gone, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "gone",
+			ReservationTTL: time.Minute, ExpireEvery: -1, KillPoll: -1,
+			TenantBudgets: map[string]TenantBudget{"acme": {Limit: budget.Dollars(1)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gone.Close()
 		ctx := context.Background()
 		tenant := budget.TenantScope("acme", budget.Month, time.Now())
-		stuck, err := f.start(t, Spec{Tenant: "acme"}).Admit(ctx, modelStep(cents(80)))
+		r, err := gone.Start(ctx, Spec{Tenant: "acme"})
 		if err != nil {
+			t.Fatal(err)
+		}
+		stuck, err := r.Admit(ctx, modelStep(cents(80)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gone.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Second)
@@ -156,6 +175,9 @@ func TestReservationTTLExpiry(t *testing.T) {
 		}
 		// The stuck step finishes late: its spend is still recorded.
 		if err := stuck.Settle(ctx, usage(80, 0), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := gone.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if b := f.balance(t, tenant); b.Settled != cents(80) || b.Reserved != cents(50) {
