@@ -227,11 +227,19 @@ func (m *Manager) setKills(s killSet) { m.kills.Store(&s) }
 // review: after 15 minutes the janitor released a live call's
 // reservation, another call of the tenant was admitted against it, and
 // the tenant spent $1.60 of $1.00). A failed write is left to the next
-// tick; the reservations then live on their earlier expiry.
+// tick; the reservations then live on their earlier expiry. Steps of an
+// ended run are not renewed: a kill or the deadline cancels them, and one
+// that has not settled a TTL after its run ended (a caller that never
+// calls Settle or Fail) lets its money go, as before a run's end kept
+// in-flight reservations.
 func (m *Manager) renewOpen(ctx context.Context) {
 	var ids []string
 	for _, r := range m.held() {
 		r.mu.Lock()
+		if r.ended {
+			r.mu.Unlock()
+			continue
+		}
 		for a := range r.open {
 			if a.resID != "" {
 				ids = append(ids, a.resID)

@@ -83,3 +83,30 @@ func TestLongCallKeepsItsReservation(t *testing.T) {
 		}
 	})
 }
+
+// A step of an ended run that never settles (a caller that forgets Settle
+// and Fail) is not renewed: its money goes a ReservationTTL after its last
+// renewal, not never.
+func TestEndedRunStepsAreNotRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(c *Config) {
+			c.KillPoll = -1
+			c.IdleTTL = -1
+			c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: cents(100)}}
+		})
+		ctx := context.Background()
+		r := f.start(t, Spec{ID: "forgot", Tenant: "acme"})
+		if _, err := r.Admit(ctx, modelStep(cents(80))); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.m.Kill(ctx, store.KillRun, "forgot", "test"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(DefaultReservationTTL + 2*DefaultExpireEvery)
+		synctest.Wait()
+		bal := f.balance(t, budget.TenantScope("acme", budget.Month, time.Now()))
+		if bal.Reserved != 0 {
+			t.Errorf("tenant balance %+v; want the forgotten step's 80¢ released after the TTL", bal)
+		}
+	})
+}
