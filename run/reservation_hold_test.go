@@ -110,3 +110,42 @@ func TestEndedRunStepsAreNotRenewed(t *testing.T) {
 		}
 	})
 }
+
+// Outcome.Parts prices each part at its own model, also when there is one
+// (adversarial review: one part was priced at Outcome.Model, the deployment
+// that served without a charge, and lost its Estimated flag).
+func TestPartsPriceAtTheirOwnModel(t *testing.T) {
+	p, err := budget.NewPricing(budget.PricingOptions{
+		NoBuiltin: true,
+		Overrides: map[string]budget.Price{
+			"test/m":     {Input: budget.Dollars(10_000), Output: budget.Dollars(20_000)},
+			"test/cheap": {Input: budget.Dollars(1), Output: budget.Dollars(1)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(c *Config) { c.Pricing = p; c.KillPoll = -1 })
+	ctx := context.Background()
+	settle := func(id string, o Outcome, u budget.Usage) (budget.USD, bool) {
+		a, err := f.start(t, Spec{ID: id}).Admit(ctx, modelStep(cents(50)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Settle(ctx, u, o); err != nil {
+			t.Fatal(err)
+		}
+		return a.Cost()
+	}
+	u := usage(10, 0)
+	if c, est := settle("one", Outcome{Provider: "test", Model: "cheap", Parts: []UsagePart{{Provider: "test", Model: "m", Usage: u}}}, u); c != cents(10) || est {
+		t.Errorf("one part: %s (estimated %v); want %s at test/m", c, est, cents(10))
+	}
+	if _, est := settle("est", Outcome{Parts: []UsagePart{{Provider: "test", Model: "m", Usage: u, Estimated: true}}}, u); !est {
+		t.Error("one estimated part: the cost is not marked estimated")
+	}
+	two := []UsagePart{{Provider: "test", Model: "m", Usage: u}, {Provider: "test", Model: "cheap", Usage: usage(1_000_000, 0)}}
+	if c, _ := settle("two", Outcome{Parts: two}, u.Add(usage(1_000_000, 0))); c != cents(10).Add(budget.Dollars(1)) {
+		t.Errorf("two parts: %s; want %s", c, cents(10).Add(budget.Dollars(1)))
+	}
+}

@@ -230,7 +230,7 @@ func (a *Admitted) unquote() {
 // step's estimate, marked estimated, for a model without a price, except
 // that a call that failed without using any token costs $0.
 func (a *Admitted) price(u budget.Usage, o Outcome) (cost budget.USD, estimated bool) {
-	if len(o.Parts) > 1 {
+	if len(o.Parts) > 0 {
 		return a.priceParts(o)
 	}
 	provider, model := a.step.Provider, a.step.Model

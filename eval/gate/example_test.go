@@ -35,12 +35,12 @@ func ExampleCompare() {
 	// checkout  177/200 88.5%  148/200 74.0%  z       3.71   0.0001  0.0015   -      -     REGRESSED pass_rate
 	// refund    12/12 100.0%   11/12 91.7%    fisher  1.02   0.5000  1.0000   -      -     ok
 	// search    174/200 87.0%  175/200 87.5%  z       -0.15  0.5596  1.0000   -      -     ok
-	// overall   363/412 88.1%  334/412 81.1%  cmh     2.81   0.0025  0.0029   -      -     REGRESSED pass_rate
+	// overall   363/412 88.1%  334/412 81.1%  cmh     2.71   0.0034  0.0039   -      -     REGRESSED pass_rate
 	//
 	// why:
 	//   cancel: only in the candidate (new scenario): not compared
 	//   checkout: pass rate fell 88.5% → 74.0% (z = 3.71, one-sided p = 0.0001, Holm-adjusted p = 0.0015 ≤ α = 0.05)
 	//   refund: pass rate 100.0% → 91.7%: no significant drop (Fisher exact test for small counts, one-sided p = 0.5000, Holm-adjusted p = 1.0000 > α = 0.05)
 	//   search: pass rate 87.0% → 87.5%: no significant drop (z = -0.15, one-sided p = 0.5596, Holm-adjusted p = 1.0000 > α = 0.05)
-	//   overall: pass rate fell 88.1% → 81.1% (stratified by scenario (Cochran–Mantel–Haenszel) z = 2.81, one-sided p = 0.0025, Holm-adjusted p = 0.0029 ≤ α = 0.05)
+	//   overall: pass rate fell 88.1% → 81.1% (stratified by scenario (Cochran–Mantel–Haenszel) z = 2.71, one-sided p = 0.0034, Holm-adjusted p = 0.0039 ≤ α = 0.05)
 }

@@ -22,15 +22,15 @@
 // under any dependence between the tests, as far as each test holds its
 // level (the z-test is a normal approximation: its exact one-scenario rate
 // reaches 5.2–5.6% at some sizes); the seeded simulation in sim_test.go
-// measures 3.7–5.0% at Alpha = 0.05 on A/A comparisons.
+// measures 2.4–5.0% at Alpha = 0.05 on A/A comparisons.
 // Scenarios whose runs all passed, or all failed, on both sides cannot show
 // a drop and are left out of the family, as Tarone's rule allows. In a
 // one-scenario suite the overall row is the scenario's own table, so the
 // two are one hypothesis tested at the full Alpha. The weights trade power:
 // with the default, a 10-point drop from 90% over 200 runs a side is caught
-// about 88% of the time whether the suite has one scenario or the drop is
+// about 89% of the time in a one-scenario suite and 86% when the drop is
 // spread over four, while a drop confined to one scenario of four (200 runs
-// each) is caught about 63% of the time, against about 71% for Holm over
+// each) is caught about 62% of the time, against about 71% for Holm over
 // the scenarios alone (measured in sim_test.go).
 //
 // When per-run samples are given, it also checks cost per successful run

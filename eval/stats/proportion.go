@@ -216,8 +216,11 @@ type Stratum struct {
 // baseline's successes a_k, stratum size N_k = n1_k + n2_k and successes
 // M_k, E[a_k] = n1_k·M_k/N_k and Var[a_k] = n1_k·n2_k·M_k·(N_k−M_k) /
 // (N_k²·(N_k−1)) (the hypergeometric variance: N. Mantel and W. Haenszel,
-// J. Natl. Cancer Inst. 22, 1959); z = Σ(a_k − E[a_k]) / √ΣVar[a_k],
-// without continuity correction. A stratum with no trials on a side, or
+// J. Natl. Cancer Inst. 22, 1959); with D = Σ(a_k − E[a_k]),
+// z = sign(D)·max(|D| − ½, 0) / √ΣVar[a_k], Mantel and Haenszel's
+// continuity correction: without it, strata of one or two runs read as a
+// drop an exact test would not see (four strata 1/1 → 0/1: p 0.023
+// uncorrected, 0.067 corrected, 0.0625 exact; an adversarial review). A stratum with no trials on a side, or
 // all successes or all failures, adds nothing; tested is false, and z 0,
 // when no stratum adds variance. It panics on a negative count or
 // successes above trials.
@@ -237,5 +240,5 @@ func CMHZ(strata []Stratum) (z float64, tested bool) {
 	if variance <= 0 {
 		return 0, false
 	}
-	return diff / math.Sqrt(variance), true
+	return math.Copysign(max(math.Abs(diff)-0.5, 0), diff) / math.Sqrt(variance), true
 }

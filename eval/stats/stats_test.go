@@ -333,14 +333,22 @@ func TestQuantileInPlaceMatchesQuantile(t *testing.T) {
 	}
 }
 
-// CMHZ: one stratum is the pooled z-test with the hypergeometric variance
-// (z·√((N−1)/N)); strata with the same rates on both sides give 0 however
-// their sizes change (the pooled z sees a drop there: Simpson's paradox);
-// a drop within every stratum is seen; degenerate strata add nothing.
+// CMHZ: one stratum, by hand (E = 100·170/200 = 85, a = 90, Var =
+// 100·100·170·30/(200²·199), z = (5 − ½)/√Var); strata with the same rates
+// on both sides give 0 however their sizes change (the pooled z sees a
+// drop there: Simpson's paradox); a drop within every stratum is seen;
+// four one-run strata that all fail on the candidate are not a drop at
+// α = 0.05 (exact p 0.0625); degenerate strata add nothing.
 func TestCMHZ(t *testing.T) {
-	z := TwoProportionZ(90, 100, 80, 100)
-	if got, want := cmh([]Stratum{{90, 100, 80, 100}}), z*math.Sqrt(199.0/200); math.Abs(got-want) > 1e-12 {
+	if got, want := cmh([]Stratum{{90, 100, 80, 100}}), 4.5/math.Sqrt(100.0*100*170*30/(200*200*199)); math.Abs(got-want) > 1e-12 {
 		t.Errorf("one stratum: %v, want %v", got, want)
+	}
+	if got, want := cmh([]Stratum{{80, 100, 90, 100}}), -4.5/math.Sqrt(100.0*100*170*30/(200*200*199)); math.Abs(got-want) > 1e-12 {
+		t.Errorf("one stratum, candidate better: %v, want %v", got, want)
+	}
+	tiny := []Stratum{{1, 1, 0, 1}, {1, 1, 0, 1}, {1, 1, 0, 1}, {1, 1, 0, 1}}
+	if z := cmh(tiny); math.Abs(z-1.5) > 1e-12 || NormalUpperTail(z) < 0.05 {
+		t.Errorf("four one-run strata: z %v (p %v), want 1.5 (p 0.067)", z, NormalUpperTail(z))
 	}
 	// easy 95% and hard 50% on both sides; the candidate ran hard more.
 	simpson := []Stratum{{95, 100, 19, 20}, {5, 10, 50, 100}}
