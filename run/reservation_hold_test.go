@@ -15,10 +15,7 @@ import (
 // the tenant was admitted against the money, and the tenant spent $1.40 of
 // a $1.00 budget).
 func TestKillKeepsInFlightReservationsUntilTheySettle(t *testing.T) {
-	f := newFixture(t, func(c *Config) {
-		c.KillPoll = -1
-		c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: cents(100)}}
-	})
+	f := acmeFixture(t)
 	ctx := context.Background()
 	r1 := f.start(t, Spec{ID: "r1", Tenant: "acme"})
 	a, err := r1.Admit(ctx, modelStep(cents(80)))
@@ -56,11 +53,7 @@ func TestKillKeepsInFlightReservationsUntilTheySettle(t *testing.T) {
 // a second call was admitted against it, and the tenant spent $1.60).
 func TestLongCallKeepsItsReservation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t, func(c *Config) {
-			c.KillPoll = -1
-			c.IdleTTL = -1
-			c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: cents(100)}}
-		})
+		f := acmeFixture(t)
 		ctx := context.Background()
 		long := f.start(t, Spec{ID: "long", Tenant: "acme", Limits: store.Limits{Deadline: time.Hour}})
 		a, err := long.Admit(ctx, modelStep(cents(80)))
@@ -89,11 +82,7 @@ func TestLongCallKeepsItsReservation(t *testing.T) {
 // renewal, not never.
 func TestEndedRunStepsAreNotRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t, func(c *Config) {
-			c.KillPoll = -1
-			c.IdleTTL = -1
-			c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: cents(100)}}
-		})
+		f := acmeFixture(t)
 		ctx := context.Background()
 		r := f.start(t, Spec{ID: "forgot", Tenant: "acme"})
 		if _, err := r.Admit(ctx, modelStep(cents(80))); err != nil {
@@ -148,4 +137,14 @@ func TestPartsPriceAtTheirOwnModel(t *testing.T) {
 	if c, _ := settle("two", Outcome{Parts: two}, u.Add(usage(1_000_000, 0))); c != cents(10).Add(budget.Dollars(1)) {
 		t.Errorf("two parts: %s; want %s", c, cents(10).Add(budget.Dollars(1)))
 	}
+}
+
+// acmeFixture is a Manager whose tenant acme has a $1.00 budget, with no
+// kill polling and no idle sweep.
+func acmeFixture(t *testing.T) *fixture {
+	return newFixture(t, func(c *Config) {
+		c.KillPoll = -1
+		c.IdleTTL = -1
+		c.TenantBudgets = map[string]TenantBudget{"acme": {Limit: cents(100)}}
+	})
 }
