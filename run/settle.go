@@ -225,49 +225,33 @@ func (a *Admitted) unquote() {
 	}
 }
 
-// price returns the cost of u for the step: priced by the provider and
-// model that served it (Outcome.Provider/Model, else the Step's); the
-// step's estimate, marked estimated, for a model without a price, except
-// that a call that failed without using any token costs $0.
+// price returns the cost of u for the step: each of Outcome.Parts priced
+// at its own model, or, without parts, u priced by the provider and model
+// that served it (Outcome.Provider/Model, else the Step's). Models without
+// a price are charged the step's estimate, once, marked estimated, except
+// that a call that failed without them using any token costs nothing for
+// them: no provider charges for it, so neither does the ledger.
 func (a *Admitted) price(u budget.Usage, o Outcome) (cost budget.USD, estimated bool) {
-	if len(o.Parts) > 0 {
-		return a.priceParts(o)
+	parts := o.Parts
+	if len(parts) == 0 {
+		parts = []UsagePart{{Provider: o.Provider, Model: o.Model, Usage: u}}
 	}
-	provider, model := a.step.Provider, a.step.Model
-	if o.Model != "" {
-		provider, model = o.Provider, o.Model
-	}
-	if pr, match, err := a.r.m.pricing.Lookup(provider, model); err == nil {
-		return pr.Cost(u), match.Default || o.Estimated
-	}
-	if u == (budget.Usage{}) && o.Err != nil {
-		// No price, and a call that failed without using any token: no
-		// provider charges for it, so neither does the ledger.
-		return 0, false
-	}
-	return a.step.EstimatedCost, true
-}
-
-// priceParts prices each part at its own model and adds the costs. A part
-// whose model has no price and that used tokens is charged the step's
-// reserved estimate once for all such parts (as price does for a whole
-// call), and the cost is marked estimated.
-func (a *Admitted) priceParts(o Outcome) (cost budget.USD, estimated bool) {
-	unpriced := false
-	for _, p := range o.Parts {
+	unpriced, unpricedUsed := false, false
+	for _, p := range parts {
 		provider, model := p.Provider, p.Model
 		if model == "" {
 			provider, model = a.step.Provider, a.step.Model
 		}
 		pr, match, err := a.r.m.pricing.Lookup(provider, model)
 		if err != nil {
-			unpriced = unpriced || p.Usage != (budget.Usage{})
+			unpriced = true
+			unpricedUsed = unpricedUsed || p.Usage != (budget.Usage{})
 			continue
 		}
 		cost = cost.Add(pr.Cost(p.Usage))
 		estimated = estimated || match.Default || p.Estimated
 	}
-	if unpriced {
+	if unpriced && (unpricedUsed || o.Err == nil) {
 		cost, estimated = cost.Add(a.step.EstimatedCost), true
 	}
 	return cost, estimated || o.Estimated
