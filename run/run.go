@@ -48,9 +48,7 @@ type Run struct {
 	reserving int
 	open      map[*Admitted]struct{}
 	events    []trace.Event
-	// eventsByName counts events by name (see maxEventsPerName), and
-	// eventsDropped those left out.
-	eventsByName  map[string]int
+	// eventsDropped counts the events left out (see maxEventsPerName).
 	eventsDropped int64
 	ended         bool
 	// drained: the run's context is canceled. A hard end (kill, deadline,
@@ -465,14 +463,16 @@ const maxEventsPerName = 128
 func (r *Run) event(name string, attrs map[string]any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.eventsByName == nil {
-		r.eventsByName = map[string]int{}
+	n := 0
+	for _, e := range r.events {
+		if e.Name == name {
+			n++
+		}
 	}
-	if r.eventsByName[name] >= maxEventsPerName {
+	if n >= maxEventsPerName {
 		r.eventsDropped++
 		return
 	}
-	r.eventsByName[name]++
 	r.events = append(r.events, trace.Event{Name: name, Time: r.m.now(), Attrs: attrs})
 }
 
