@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,10 +130,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	if r.Tenant() != a.Tenant {
 		return nil, refusal(failure.PermissionDenied, "run "+a.RunID+" belongs to another tenant")
 	}
-	out := a.MaxOutputTokens
-	if out == 0 {
-		out = DefaultReserveOutputTokens
-	}
+	out := cmp.Or(a.MaxOutputTokens, DefaultReserveOutputTokens)
 	first := a.Chain[0]
 	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
 		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out,

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -245,11 +246,7 @@ var utf8BOM = []byte("\xEF\xBB\xBF")
 // (DefaultReserveOutputTokens; an adversarial review found such an answer
 // charged no output at all).
 func (c *call) overLimit(d *route.Deployment, status int, limit int64) error {
-	out := c.req.maxOutput
-	if out == 0 {
-		out = DefaultReserveOutputTokens
-	}
-	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: out}, true)
+	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: cmp.Or(c.req.maxOutput, DefaultReserveOutputTokens)}, true)
 	return tooLarge(d.Name, status, limit)
 }
 
