@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,10 +108,19 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 	// suite is not changed.
 	cp := *s
 	cp.setDefaults()
+	cp.Scenarios = slices.Clone(s.Scenarios)
 	s = &cp
-	for i, sc := range s.Scenarios {
+	for i := range s.Scenarios {
+		sc := &s.Scenarios[i]
 		if err := checkRunIDPart(sc.Name); err != nil {
 			return nil, fmt.Errorf("%w: %s: scenarios.%d.name: %w", ErrBadSuite, s.Path, i, err)
+		}
+		if sc.World != nil && sc.worldJSON == nil { // built in code: LoadSuite encoded none
+			b, err := json.Marshal(sc.World)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: scenarios.%d.world: cannot be written as JSON for the agent: %w", ErrBadSuite, s.Path, i, err)
+			}
+			sc.worldJSON = b
 		}
 	}
 	if opt.Runs < 0 || opt.Runs > MaxRuns {

@@ -2,7 +2,6 @@ package eval
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -64,13 +63,6 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	if err != nil {
 		return failed(out, "harness", err.Error())
 	}
-	var world []byte
-	if sc.World != nil {
-		// Scenario.validate made the world encodable (jsonWorld).
-		if world, err = json.Marshal(sc.World); err != nil {
-			return failed(out, "harness", "world: "+err.Error())
-		}
-	}
 	start := time.Now()
 	rh, err := h.Start(ctx, sc, runID, limits)
 	if err != nil {
@@ -78,7 +70,7 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	}
 	env := Env{RunID: runID, Scenario: sc.Name, Index: j.index, Seed: r.seed, Model: r.suite.Model,
 		Input: sc.Input, WorldPath: worldPath(r.work, runID)}
-	env.World = world
+	env.World = sc.worldJSON
 	rh.Env(&env)
 
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(r.suite.Timeout))

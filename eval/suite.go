@@ -6,6 +6,7 @@ package eval
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -147,6 +148,9 @@ type Scenario struct {
 	// suite's.
 	Runs   int    `yaml:"runs" default:"the suite's runs"`
 	Expect Expect `yaml:"expect"`
+	// worldJSON is World as the agent gets it, encoded once when the
+	// suite loads (nil without a world).
+	worldJSON []byte
 }
 
 // Expect lists what a run of a scenario must show to pass. Fields left out
@@ -486,10 +490,13 @@ func (sc *Scenario) validate(i int, seen map[string]bool) error {
 	}
 	if sc.World != nil {
 		w, err := jsonWorld(sc.World)
+		if err == nil {
+			sc.World = w.(map[string]any)
+			sc.worldJSON, err = json.Marshal(sc.World)
+		}
 		if err != nil {
 			return bad(fmt.Sprintf("cannot be written as JSON for the agent: %v", err), at("world")...)
 		}
-		sc.World = w.(map[string]any)
 	}
 	e := &sc.Expect
 	if e.Output != "" {

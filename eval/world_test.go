@@ -1,7 +1,10 @@
 package eval
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,5 +86,32 @@ func TestClipKeepsCharactersWhole(t *testing.T) {
 	}
 	if got := clip("abc", 3); got != "abc" {
 		t.Errorf("clip = %q, want abc", got)
+	}
+}
+
+// A suite built in code (no LoadSuite) still gives each run its world,
+// encoded once by Run; one that JSON cannot hold is a bad suite.
+func TestWorldOfASuiteBuiltInCode(t *testing.T) {
+	got := make(chan string, 4)
+	name := register(t, agentFunc(func(ctx context.Context, env Env) (int, string, error) {
+		got <- string(env.World)
+		return 0, "", nil
+	}))
+	s := &Suite{Version: SuiteVersion, Agent: AgentSpec{Go: name}, Runs: 2,
+		Scenarios: []Scenario{{Name: "a", World: map[string]any{"orders": map[string]any{"1001": "shipped"}}}}}
+	if _, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if w := <-got; w != `{"orders":{"1001":"shipped"}}` {
+			t.Errorf("world %s", w)
+		}
+	}
+	if s.Scenarios[0].worldJSON != nil {
+		t.Error("Run changed the caller's suite")
+	}
+	s.Scenarios[0].World = map[string]any{"x": math.NaN()}
+	if _, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{}); !errors.Is(err, ErrBadSuite) || !strings.Contains(err.Error(), "scenarios.0.world") {
+		t.Errorf("a NaN world: %v; want ErrBadSuite naming scenarios.0.world", err)
 	}
 }
