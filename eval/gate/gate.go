@@ -272,6 +272,7 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 
 	res := Result{Config: cfg, Scenarios: make([]Row, 0, len(names))}
 	var poolB, poolC Group
+	sources := 0 // scenarios whose samples the overall row pools
 	for _, n := range names {
 		b, inB := bm[n]
 		c, inC := cm[n]
@@ -289,6 +290,12 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 			// its baseline runs to the overall's baseline side only).
 			withSamples := len(b.Samples) > 0 && len(c.Samples) > 0
 			poolB, poolC = pool(poolB, b, withSamples), pool(poolC, c, withSamples)
+			if withSamples {
+				sources++
+			}
+			if ratioCheckable(b, c, cfg) {
+				res.ratioRows++
+			}
 		}
 		res.Scenarios = append(res.Scenarios, row)
 	}
@@ -300,17 +307,6 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 	// about 14% of seeded trials (an adversarial review).
 	// The overall row is a check of its own unless its samples are one
 	// checked scenario's (a one-scenario suite: the same check twice).
-	sources := 0
-	for _, row := range res.Scenarios {
-		b, c := bm[row.Name], cm[row.Name]
-		if row.Presence != Both || b.Runs == 0 || c.Runs == 0 || len(b.Samples) == 0 || len(c.Samples) == 0 {
-			continue
-		}
-		sources++
-		if ratioCheckable(b, c, cfg) {
-			res.ratioRows++
-		}
-	}
 	if ratioCheckable(poolB, poolC, cfg) && !(sources == 1 && res.ratioRows == 1) {
 		res.ratioRows++
 	}
