@@ -565,15 +565,22 @@ func (r *Run) recordWritten(err error) {
 // given up), for callers that read the store next: Settle and Tool write
 // them in the background; Finish writes the record before it returns. A
 // step that Admitted.Quote announced is waited for until it settles.
+// An ended run whose writes are done is dropped from the live table
+// (Manager.Live) before Flush returns: the write that ends last evicts it
+// too, but after it has woken Flush.
 func (r *Run) Flush(ctx context.Context) error {
 	h, _ := r.m.st.(store.Hurrier)
-	return r.waitUntil(ctx, func() bool {
+	err := r.waitUntil(ctx, func() bool {
 		done := !r.writing && !r.dirty && r.pendingBG == 0 && r.quoted == 0
 		if !done && h != nil {
 			h.Hurry() // the writes may be waiting to share a transaction
 		}
 		return done
 	})
+	if err == nil && r.isEnded() {
+		r.m.evict(r, false)
+	}
+	return err
 }
 
 // waitUntil waits, until ctx is done, for done (called under r.mu) to
