@@ -49,6 +49,10 @@ type call struct {
 	ttft      time.Duration
 	writeBy   time.Time // the write deadline set on the client's connection (zero: none)
 
+	// stopAttempts ends the router's loop before its next attempt, with
+	// the cause the call's failure becomes (see coverNext).
+	stopAttempts context.CancelCauseFunc
+
 	mu      sync.Mutex
 	charges []Charge
 }
@@ -182,9 +186,11 @@ func (c *call) serve() (int, error) {
 	}
 
 	// route + relay
+	ctx, c.stopAttempts = context.WithCancelCause(ctx)
+	defer c.stopAttempts(nil)
 	res, err := s.router.Do(ctx, routeAlias, c.attempt)
 	s.metrics.observeRoute(req.model, &res)
-	err = attemptsNote(deadlineNote(c.finalFailure(turn.Context(), err), &res), &res)
+	err = attemptsNote(deadlineNote(c.finalFailure(ctx, err), &res), &res)
 
 	// settle + record, respond
 	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
@@ -400,6 +406,9 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 		c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
 	}
 	fe := publicFailure(asFailure(err), d.Name)
+	if fe.Kind != failure.Fatal && !c.committed && c.chargeCount() > charged {
+		c.coverNext(fe)
+	}
 	if rejectsCredentials(fe.Reason) {
 		c.logRejectedCredentials(d.Name, fe)
 	} else {
@@ -407,6 +416,32 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 			slogString("deployment", d.Name), slogErr(fe), slogString("detail", detail(fe)))
 	}
 	return fe
+}
+
+// coverNext holds the money for another attempt after the failed
+// attempt fe used tokens: what the call's attempts have used so far and
+// one more attempt's estimate (Turn.Cover). When that does not fit the
+// run's or the tenant's money, or the store cannot hold it, the router is
+// stopped before its next attempt: the call fails with the refusal (which
+// names fe), or with fe when the store failed, rather than spend past a
+// limit.
+func (c *call) coverNext(fe *failure.Error) {
+	c.mu.Lock()
+	charges := slices.Clone(c.charges)
+	c.mu.Unlock()
+	err := c.turn.Cover(context.WithoutCancel(c.r.Context()), charges)
+	if err == nil {
+		return
+	}
+	if refused := failure.As(err); refused != nil {
+		cp := *refused
+		cp.Message = fmt.Sprintf("not retried after attempt %d failed (%s: %s): %s", c.attempts, fe.Reason, fe.Message, refused.Message)
+		c.stopAttempts(&cp)
+		return
+	}
+	c.s.log.LogAttrs(c.r.Context(), slog.LevelWarn, "store failed: a call is not retried without the money for its retry held",
+		slogString("run", c.runID), slogString("deployment", fe.Deployment), slogErr(err))
+	c.stopAttempts(fe)
 }
 
 // rejectsCredentials reports whether an upstream failure with reason r is

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/belay-run/belay/budget"
@@ -107,5 +108,63 @@ models:
 	if got < servedCost+dearMin {
 		t.Errorf("x-belay-cost-usd %s (record %s); want ≥ %s: the failed attempt's %d prompt tokens were used on gpt-4o (≥ %s) but priced at gpt-4o-mini",
 			got, rec.Cost, servedCost+dearMin, prompt, dearMin)
+	}
+}
+
+// A call whose failed attempts used tokens is retried only while what they
+// used and the next attempt's estimate fit the run's cost limit: the
+// money for each retry is held before it is made (an adversarial review:
+// a $0.03 run was charged $0.08 over four attempts). The call then fails
+// with budget_exceeded, naming the attempt's failure, and the run's cost
+// stays within its limit.
+func TestRetriesHeldWithinTheRunsCostLimit(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		// 200 without choices: a transient failure, charged its prompt.
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","usage":{"prompt_tokens":1000,"completion_tokens":0}}`)
+	})
+	y := fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 4, base: 1ms, cap: 2ms, max_retry_after: 30s}
+breaker: {consecutive_failures: 1000}
+limits: {max_turns: 50, deadline: 1m, max_cost_usd: 5}
+models:
+  - alias: m
+    deployments:
+      - %s
+`, openAIDep("d", "gpt-4o", up.URL))
+	g := newGW(t, y, nil)
+	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"` + strings.Repeat("many words here ", 2000) + `"}]}`
+	// Unbounded but for the gateway's $5: four attempts, each charged.
+	resp, b := g.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", "probe")
+	if resp.StatusCode == 200 || resp.Header.Get("X-Belay-Attempts") != "4" {
+		t.Fatalf("probe: status %d, attempts %q; want a failure after 4: %s", resp.StatusCode, resp.Header.Get("X-Belay-Attempts"), b)
+	}
+	probe := g.run("probe")
+	each := budget.USD(int64(probe.Cost) / 4)
+	if each <= 0 {
+		t.Fatalf("probe run charged %s for 4 failed attempts; want each charged", probe.Cost)
+	}
+	// Room for two attempts and half of a third.
+	limit := budget.USD(int64(each) * 5 / 2)
+	resp, b = g.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", "bounded", "X-Belay-Max-Cost-Usd", limit.Decimal())
+	if resp.StatusCode != http.StatusPaymentRequired || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Fatalf("status %d (x-should-retry %q); want 402 budget_exceeded: %s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), b)
+	}
+	if got := resp.Header.Get("X-Belay-Attempts"); got != "2" {
+		t.Errorf("attempts %q; want 2 (a third does not fit %s after two of about %s)", got, limit, each)
+	}
+	for _, want := range []string{"budget_exceeded", "not retried after attempt 2 failed", "the run's cost limit"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("answer lacks %q: %s", want, b)
+		}
+	}
+	rec := g.run("bounded")
+	if rec.Cost > limit || rec.Cost < each*2-each/10 {
+		t.Errorf("run cost %s with a limit of %s; want two attempts' (about %s) and within the limit", rec.Cost, limit, each*2)
+	}
+	if rec.StopReason != "budget_exceeded" {
+		t.Errorf("run %+v; want stopped for budget_exceeded", rec)
 	}
 }

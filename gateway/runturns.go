@@ -151,7 +151,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		return nil, err
 	}
 	deadline, _ := r.Deadline()
-	return &runTurn{t: t, r: r, adm: adm, deadline: deadline}, nil
+	return &runTurn{t: t, r: r, adm: adm, deadline: deadline, chain: a.Chain, prompt: a.PromptTokens, output: out}, nil
 }
 
 // withHint returns a copy of fe with hint added to its message (the run
@@ -193,6 +193,27 @@ type runTurn struct {
 	r        *run.Run
 	adm      *run.Admitted
 	deadline time.Time
+	// What the admission reserved for: an attempt on any deployment of
+	// chain, with prompt and output tokens (see Cover).
+	chain          []route.Deployment
+	prompt, output int64
+}
+
+// Cover prices each charge at its deployment (one without a price at the
+// admission's estimate, as the run layer charges it) and holds that plus
+// the estimate of one more attempt on the costliest deployment of the
+// chain.
+func (t *runTurn) Cover(ctx context.Context, charges []Charge) error {
+	next := t.t.reserve(t.chain, t.prompt, t.output)
+	total := next
+	for _, c := range charges {
+		cost, err := t.t.pricing.Cost(c.Deployment.Provider, c.Deployment.Model, budgetUsage(c.Usage))
+		if err != nil {
+			cost = next
+		}
+		total = total.Add(cost)
+	}
+	return t.adm.Cover(ctx, total)
 }
 
 func (t *runTurn) Context() context.Context { return t.adm.Context() }

@@ -244,6 +244,7 @@ func (m *Manager) renewOpen(ctx context.Context) {
 			if a.resID != "" {
 				ids = append(ids, a.resID)
 			}
+			ids = append(ids, a.extra...)
 		}
 		r.mu.Unlock()
 	}

@@ -208,7 +208,7 @@ func (a *Admitted) Quote(u budget.Usage, o Outcome) Quote {
 // covers reports whether Settle charges cost off the request path (see
 // Quote.Covered). Under r.mu.
 func (a *Admitted) covers(cost budget.USD) bool {
-	return a.resID != "" && cost <= a.step.EstimatedCost || a.private
+	return a.resID != "" && cost <= a.held || a.private
 }
 
 // unquote ends what Quote announced, once Settle or Fail has done its
@@ -289,18 +289,18 @@ func (a *Admitted) spendWithCreate(cost budget.USD) bool {
 func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	r := a.r
 	r.mu.Lock()
-	turn, private := a.turnUnwritten, a.private
+	turn, private, extra := a.turnUnwritten, a.private, a.extra
 	r.mu.Unlock()
 	if private { // admitted in memory: its turn and cost are spends
 		return a.spend(ctx, cost, turn)
 	}
-	if a.resID == "" && cost == 0 {
+	if a.resID == "" && cost == 0 && len(extra) == 0 {
 		return nil
 	}
 	if a.resID == "" && a.scopes == nil {
 		a.scopes, a.tb = r.scopes(r.m.now())
 	}
-	c := &charger{a: a, cost: cost, lateID: ids.New()}
+	c := &charger{a: a, cost: cost, lateID: ids.New(), extra: extra}
 	return r.m.durably(ctx, "settle", r.id, c.try, nil)
 }
 
@@ -366,9 +366,34 @@ type charger struct {
 	late   bool // the reservation is gone: record the spend anew
 	lateID string
 	held   bool // the late reservation is (or may be) in the store
+	// extra are the step's reservations by Admitted.Cover, released once
+	// the cost is settled (the first released of them);
+	// settled: the cost is.
+	extra    []string
+	released int
+	settled  bool
 }
 
 func (c *charger) try(ctx context.Context) error {
+	if !c.settled {
+		if err := c.settle(ctx); err != nil {
+			return err
+		}
+		c.settled = true
+	}
+	// After the settle: until it lands, the extra money stays held.
+	for _, id := range c.extra[c.released:] {
+		if err := c.a.r.m.st.Release(ctx, id); err != nil && !errors.Is(err, budget.ErrUnknownReservation) {
+			return err
+		}
+		c.released++
+	}
+	return nil
+}
+
+// settle replaces the reservation by the cost, or records the cost anew
+// when the reservation is gone.
+func (c *charger) settle(ctx context.Context) error {
 	st := c.a.r.m.st
 	if c.a.resID != "" && !c.late {
 		err := st.Settle(ctx, c.a.resID, c.cost)

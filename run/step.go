@@ -61,11 +61,15 @@ type Admitted struct {
 	// other runs: the run's context has it).
 	stopDeadline context.CancelFunc
 	resID        string // "" when nothing was reserved
-	scopes       []budget.ScopeLimit
-	tb           TenantBudget
-	start        time.Time
-	end          time.Time // when it closed (Settle, Fail): its span's end
-	spanID       string
+	// held is the money the step holds: its estimate, and what Cover
+	// added; extra are the ids of Cover's reservations. Under r.mu.
+	held   budget.USD
+	extra  []string
+	scopes []budget.ScopeLimit
+	tb     TenantBudget
+	start  time.Time
+	end    time.Time // when it closed (Settle, Fail): its span's end
+	spanID string
 	// private: admitted in memory, the first step of a Spec.Fresh run;
 	// turnUnwritten: its turn is not in the ledger yet. Under r.mu.
 	private, turnUnwritten bool
@@ -315,7 +319,7 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 			return err
 		}
 		r.mu.Lock()
-		a.scopes, a.tb = scopes, tb
+		a.scopes, a.tb, a.held = scopes, tb, s.EstimatedCost
 		r.mu.Unlock()
 		return nil
 	}
@@ -371,7 +375,7 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	}
 	if money {
 		r.mu.Lock()
-		a.resID, a.scopes, a.tb = rs[len(rs)-1].ID, scopes, tb
+		a.resID, a.scopes, a.tb, a.held = rs[len(rs)-1].ID, scopes, tb, s.EstimatedCost
 		r.mu.Unlock()
 	}
 	return nil
@@ -420,6 +424,12 @@ func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, er
 // limit it would pass (the run's MaxCost or the tenant's period budget,
 // counting what is spent and reserved there).
 func notFit(estimate budget.USD, scope budget.Scope, limit budget.USD) string {
+	return fmt.Sprintf("estimated cost %s does not fit %s", estimate, limitOf(scope, limit))
+}
+
+// limitOf names the money limit of scope: the run's cost limit, the
+// tenant's budget.
+func limitOf(scope budget.Scope, limit budget.USD) string {
 	what := "the limit of " + string(scope)
 	switch scope.Kind() {
 	case "run":
@@ -427,7 +437,7 @@ func notFit(estimate budget.USD, scope budget.Scope, limit budget.USD) string {
 	case "tenant":
 		what = "the tenant's budget"
 	}
-	return fmt.Sprintf("estimated cost %s does not fit %s of %s (with what is spent and reserved)", estimate, what, limit)
+	return fmt.Sprintf("%s of %s (with what is spent and reserved)", what, limit)
 }
 
 // waitPrivate waits until the ledger entries of the steps admitted in
@@ -583,11 +593,91 @@ func (a *Admitted) unlink() {
 
 func (a *Admitted) releaseReservation(ctx context.Context) {
 	a.r.mu.Lock()
-	id := a.resID
+	id, extra := a.resID, a.extra
 	a.r.mu.Unlock()
 	if id != "" {
 		_ = a.r.m.st.Release(ctx, id)
 	}
+	for _, id := range extra {
+		_ = a.r.m.st.Release(ctx, id)
+	}
+}
+
+// Cover makes the step hold at least total: when total is above what it
+// holds (its estimated cost, and what earlier calls of Cover added), the
+// difference is reserved in the step's scopes (the run's cost limit and
+// the tenant's budget) in one ledger write, or nothing is. A caller that
+// retries a call or falls back after attempts that used tokens covers
+// what they used plus the next attempt's estimate before making it, so
+// that the money limits bound every attempt, not only the first (an
+// adversarial review: a $0.03 run was charged $0.08 over four attempts).
+// Settle charges the step's cost and releases all it holds.
+//
+// A refusal is a Fatal BudgetExceeded *failure.Error and changes
+// nothing: the step stays open, for its caller to settle what was used.
+// Other errors are the store's. Cover on a closed step returns ErrSettled.
+// It is safe for concurrent use; a Cover that races its step's Settle
+// gives back what it reserved.
+func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
+	r := a.r
+	r.mu.Lock()
+	if a.settled {
+		r.mu.Unlock()
+		return ErrSettled
+	}
+	held, scopes := a.held, a.scopes
+	more := total.Sub(held)
+	if more <= 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	if a.private {
+		// Admitted in memory: the run's own limit is the only one (see
+		// reserveAll), and this process holds all of the run's money.
+		if lim := scopes[0].Limit; lim > 0 && total > lim {
+			r.mu.Unlock()
+			return coverRefusal(total, held, scopes[0].Scope, lim, &budget.ExceededError{Scope: scopes[0].Scope, Amount: more, Limit: lim})
+		}
+		a.held = total
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	now := r.m.now()
+	if scopes == nil {
+		scopes, _ = r.scopes(now)
+	}
+	id := ids.New()
+	err := r.m.st.Reserve(ctx, budget.Reservation{ID: id, Owner: r.m.owner, Scopes: scopes, Amount: more,
+		ExpiresAt: now.Add(r.m.cfg.ReservationTTL)})
+	if err != nil {
+		if !errors.Is(err, budget.ErrExceeded) {
+			return fmt.Errorf("run: reserve: %w", err)
+		}
+		scope, lim := scopes[0].Scope, scopes[0].Limit
+		if ee, ok := errors.AsType[*budget.ExceededError](err); ok {
+			scope, lim = ee.Scope, ee.Limit
+		}
+		return coverRefusal(total, held, scope, lim, err)
+	}
+	r.mu.Lock()
+	if a.settled { // Settle or Fail released what it knew of
+		r.mu.Unlock()
+		_ = r.m.st.Release(context.WithoutCancel(ctx), id)
+		return ErrSettled
+	}
+	a.extra = append(a.extra, id)
+	a.held = a.held.Add(more)
+	r.mu.Unlock()
+	return nil
+}
+
+// coverRefusal is Cover's refusal: total does not fit in scope's limit,
+// the step holding held.
+func coverRefusal(total, held budget.USD, scope budget.Scope, limit budget.USD, cause error) *failure.Error {
+	return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded, Cause: cause,
+		Message: fmt.Sprintf("the call's cost so far with its next attempt's estimate, %s (%s more than it holds), does not fit %s",
+			total, total.Sub(held), limitOf(scope, limit))}
 }
 
 // close marks the step settled and removes it from the run; it reports

@@ -1,0 +1,138 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
+)
+
+// Cover holds more for a step within the run's limit, refuses what does
+// not fit without changing anything, and Settle leaves only the cost.
+func TestCoverWithinTheRunLimit(t *testing.T) {
+	for _, inMemory := range []bool{false, true} {
+		name := "ledger"
+		if inMemory {
+			name = "in memory"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, func(c *Config) { c.FirstStepInMemory = inMemory })
+			ctx := context.Background()
+			r := f.start(t, Spec{ID: "c", Tenant: "acme", Fresh: true, Limits: store.Limits{MaxCost: cents(30)}})
+			a, err := r.Admit(ctx, modelStep(cents(10)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.private != inMemory {
+				t.Fatalf("step admitted in memory: %v, want %v", a.private, inMemory)
+			}
+			if err := a.Cover(ctx, cents(5)); err != nil { // below what it holds: nothing to do
+				t.Fatal(err)
+			}
+			if err := a.Cover(ctx, cents(25)); err != nil {
+				t.Fatal(err)
+			}
+			if !inMemory {
+				if b := f.balance(t, budget.RunScope("c")); b.Reserved != cents(25) || b.Settled != 0 {
+					t.Fatalf("run scope after Cover(25¢) %+v; want 25¢ reserved", b)
+				}
+			}
+			err = a.Cover(ctx, cents(31))
+			fe := failure.As(err)
+			if fe == nil || fe.Reason != failure.BudgetExceeded || fe.Kind != failure.Fatal || !errors.Is(err, budget.ErrExceeded) {
+				t.Fatalf("Cover(31¢) with a 30¢ limit: %v; want a Fatal budget_exceeded", err)
+			}
+			const want = "the call's cost so far with its next attempt's estimate, $0.31 ($0.06 more than it holds), does not fit the run's cost limit of $0.30 (with what is spent and reserved)"
+			if fe.Message != want {
+				t.Errorf("message %q\n want %q", fe.Message, want)
+			}
+			if !inMemory {
+				if b := f.balance(t, budget.RunScope("c")); b.Reserved != cents(25) {
+					t.Fatalf("run scope after the refusal %+v; want it unchanged (25¢ reserved)", b)
+				}
+			}
+			// 22¢ used: more than the estimate, within what the step holds.
+			if err := a.Settle(ctx, usage(22, 0), Outcome{}); err != nil {
+				t.Fatal(err)
+			}
+			if b := f.balance(t, budget.RunScope("c")); b.Settled != cents(22) || b.Reserved != 0 {
+				t.Errorf("run scope after Settle %+v; want 22¢ settled, nothing held", b)
+			}
+			if err := a.Cover(ctx, cents(29)); !errors.Is(err, ErrSettled) {
+				t.Errorf("Cover after Settle: %v, want ErrSettled", err)
+			}
+		})
+	}
+}
+
+// The tenant's budget bounds Cover as it bounds Admit: money another run
+// holds is not there to cover a retry.
+func TestCoverWithinTheTenantBudget(t *testing.T) {
+	f := acmeFixture(t) // acme: $1.00
+	ctx := context.Background()
+	other := f.start(t, Spec{ID: "other", Tenant: "acme"})
+	b, err := other.Admit(ctx, modelStep(cents(60)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.start(t, Spec{ID: "r", Tenant: "acme"})
+	a, err := r.Admit(ctx, modelStep(cents(30)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Cover(ctx, cents(45))
+	if fe := failure.As(err); fe == nil || fe.Reason != failure.BudgetExceeded {
+		t.Fatalf("Cover(45¢) with 30¢ of $1.00 left: %v; want budget_exceeded", err)
+	}
+	if err := a.Cover(ctx, cents(40)); err != nil {
+		t.Fatal(err)
+	}
+	tenant := budget.TenantScope("acme", budget.Month, time.Now())
+	if bal := f.balance(t, tenant); bal.Reserved != cents(100) {
+		t.Fatalf("tenant %+v; want $1.00 held (60¢ + 40¢)", bal)
+	}
+	// A failed step gives back all it held.
+	if err := a.Fail(ctx, errors.New("no usage")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Settle(ctx, usage(60, 0), Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	if bal := f.balance(t, tenant); bal.Settled != cents(60) || bal.Reserved != 0 {
+		t.Errorf("tenant %+v; want 60¢ settled, nothing held", bal)
+	}
+}
+
+// What Cover reserved is renewed with the step's reservation while the
+// call runs: a long call keeps all it holds.
+func TestCoverIsRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := acmeFixture(t)
+		ctx := context.Background()
+		long := f.start(t, Spec{ID: "long", Tenant: "acme", Limits: store.Limits{Deadline: time.Hour}})
+		a, err := long.Admit(ctx, modelStep(cents(40)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Cover(ctx, cents(80)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(DefaultReservationTTL + 2*DefaultExpireEvery)
+		synctest.Wait()
+		tenant := budget.TenantScope("acme", budget.Month, time.Now())
+		if bal := f.balance(t, tenant); bal.Reserved != cents(80) {
+			t.Fatalf("tenant %+v after the TTL; want the live step's 80¢ still held", bal)
+		}
+		if err := a.Settle(ctx, usage(70, 0), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		if bal := f.balance(t, tenant); bal.Settled != cents(70) || bal.Reserved != 0 {
+			t.Errorf("tenant %+v; want 70¢ settled, nothing held", bal)
+		}
+	})
+}
