@@ -18,23 +18,28 @@ var ErrUnknownModel = errors.New("budget: no price for model")
 // Cost prices every part of a Usage once:
 //
 //	(input − cached − cacheWrite)·Input + cached·CachedInput +
-//	cacheWrite·CacheWrite + output·Output
+//	(cacheWrite − cacheWrite1h)·CacheWrite + cacheWrite1h·CacheWrite1h +
+//	output·Output
 //
 // Reasoning tokens are part of the output and are billed at Output, as
 // OpenAI, Anthropic and Google bill them; when Reasoning is set (non-zero)
 // they are billed at Reasoning instead and the rest of the output at Output.
 // A zero CachedInput or CacheWrite means the provider has no such discount
-// or surcharge: those tokens are billed at Input.
+// or surcharge: those tokens are billed at Input. A zero CacheWrite1h bills
+// 1-hour cache writes as other cache writes. Anthropic bills a 5-minute
+// cache write at 1.25× base input and a 1-hour one at 2× (Anthropic docs,
+// "Prompt caching", pricing).
 //
 // LongPrompt, when set, applies to a request whose prompt (InputTokens) is
 // above LongPromptTokens: every token of that request is priced at
 // LongPrompt instead (Gemini 2.5 Pro above 200,000 prompt tokens).
 type Price struct {
-	Input       USD
-	Output      USD
-	CachedInput USD
-	CacheWrite  USD
-	Reasoning   USD
+	Input        USD
+	Output       USD
+	CachedInput  USD
+	CacheWrite   USD
+	CacheWrite1h USD
+	Reasoning    USD
 
 	LongPromptTokens int64
 	LongPrompt       *Price
@@ -52,6 +57,13 @@ func (p Price) Cost(u Usage) USD {
 	if write == 0 {
 		write = p.Input
 	}
+	write1h := p.CacheWrite1h
+	if write1h == 0 {
+		write1h = write
+	}
+	// A 1-hour part above the whole write (a provider's bug) counts as the
+	// whole write.
+	long := min(max(u.CacheWrite1hTokens, 0), u.CacheWriteTokens)
 	out := p.Output.MulTokens(u.OutputTokens)
 	if p.Reasoning != 0 && u.ReasoningTokens > 0 {
 		r := min(u.ReasoningTokens, u.OutputTokens)
@@ -59,12 +71,13 @@ func (p Price) Cost(u Usage) USD {
 	}
 	return p.Input.MulTokens(u.UncachedInputTokens()).
 		Add(cached.MulTokens(u.CachedInputTokens)).
-		Add(write.MulTokens(u.CacheWriteTokens)).
+		Add(write.MulTokens(u.CacheWriteTokens - long)).
+		Add(write1h.MulTokens(long)).
 		Add(out)
 }
 
 func (p Price) validate() error {
-	for _, v := range []USD{p.Input, p.Output, p.CachedInput, p.CacheWrite, p.Reasoning} {
+	for _, v := range []USD{p.Input, p.Output, p.CachedInput, p.CacheWrite, p.CacheWrite1h, p.Reasoning} {
 		if v < 0 {
 			return fmt.Errorf("budget: price %s is negative", v)
 		}

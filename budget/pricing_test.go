@@ -187,3 +187,30 @@ func TestLookupCacheAgreesWithTheTable(t *testing.T) {
 		t.Errorf("%d lookups cached, want the bound, %d", n, maxFound)
 	}
 }
+
+// A 1-hour cache write is priced at CacheWrite1h (Anthropic's table: 2×
+// input), the rest of the writes at CacheWrite; a 1-hour count above the
+// whole write counts as the whole write, and a price without CacheWrite1h
+// prices it as any write.
+func TestOneHourCacheWrites(t *testing.T) {
+	p := DefaultPricing()
+	pr, _, err := p.Lookup("anthropic", "claude-opus-4-5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.CacheWrite1h != Dollars(10) || pr.CacheWrite != usd("6.25") {
+		t.Fatalf("claude-opus-4-5 cache writes %s (5 min), %s (1 h); want $6.25 and $10 (2× $5 input)", pr.CacheWrite, pr.CacheWrite1h)
+	}
+	u := Usage{InputTokens: 1_000_000, CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 250_000}
+	if got, want := pr.Cost(u), usd("7.1875"); got != want { // 750k·6.25 + 250k·10
+		t.Errorf("cost %s, want %s", got, want)
+	}
+	u.CacheWrite1hTokens = 2_000_000
+	if got, want := pr.Cost(u), Dollars(10); got != want {
+		t.Errorf("1-hour part above the write: cost %s, want %s", got, want)
+	}
+	plain := Price{Input: Dollars(1), CacheWrite: Dollars(2)}
+	if got, want := plain.Cost(Usage{InputTokens: 1_000_000, CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 500_000}), Dollars(2); got != want {
+		t.Errorf("without a 1-hour price: cost %s, want %s", got, want)
+	}
+}

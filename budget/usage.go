@@ -18,7 +18,11 @@ type Usage struct {
 	OutputTokens      int64 `json:"output_tokens"`
 	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
 	CacheWriteTokens  int64 `json:"cache_write_tokens,omitempty"`
-	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
+	// CacheWrite1hTokens is the part of CacheWriteTokens written into a
+	// 1-hour cache (Anthropic's usage.cache_creation.ephemeral_1h_input_tokens),
+	// which costs more than a 5-minute write (Price.CacheWrite1h).
+	CacheWrite1hTokens int64 `json:"cache_write_1h_tokens,omitempty"`
+	ReasoningTokens    int64 `json:"reasoning_tokens,omitempty"`
 }
 
 // UsageFromOpenAI normalises an OpenAI usage object (Chat Completions
@@ -84,10 +88,11 @@ func (u Usage) TotalTokens() int64 { return u.InputTokens + u.OutputTokens }
 // Add returns the field-wise sum of u and v.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
-		InputTokens:       u.InputTokens + v.InputTokens,
-		OutputTokens:      u.OutputTokens + v.OutputTokens,
-		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
-		CacheWriteTokens:  u.CacheWriteTokens + v.CacheWriteTokens,
-		ReasoningTokens:   u.ReasoningTokens + v.ReasoningTokens,
+		InputTokens:        u.InputTokens + v.InputTokens,
+		OutputTokens:       u.OutputTokens + v.OutputTokens,
+		CachedInputTokens:  u.CachedInputTokens + v.CachedInputTokens,
+		CacheWriteTokens:   u.CacheWriteTokens + v.CacheWriteTokens,
+		CacheWrite1hTokens: u.CacheWrite1hTokens + v.CacheWrite1hTokens,
+		ReasoningTokens:    u.ReasoningTokens + v.ReasoningTokens,
 	}
 }

@@ -235,6 +235,9 @@ type Price struct {
 	Output      USD `yaml:"output"`
 	CachedInput USD `yaml:"cached_input"`
 	CacheWrite  USD `yaml:"cache_write"`
+	// CacheWrite1h is the price of a write into a 1-hour cache (Anthropic:
+	// 2× input); 0 prices it as CacheWrite.
+	CacheWrite1h USD `yaml:"cache_write_1h"`
 }
 
 // OTLP configures trace export.

@@ -18,7 +18,8 @@ package dialect
 //     CachedInput = cached_tokens; CacheWrite = 0; Output = completion_tokens;
 //     Reasoning = completion_tokens_details.reasoning_tokens.
 //   - Anthropic: Input = input_tokens; CachedInput = cache_read_input_tokens;
-//     CacheWrite = cache_creation_input_tokens; Output = output_tokens;
+//     CacheWrite = cache_creation_input_tokens; CacheWrite1h =
+//     cache_creation.ephemeral_1h_input_tokens; Output = output_tokens;
 //     Reasoning = 0 (Anthropic counts thinking inside output_tokens and does
 //     not report it separately).
 type Usage struct {
@@ -30,6 +31,10 @@ type Usage struct {
 	CachedInput int64 `json:"cached_input,omitempty"`
 	// CacheWrite is prompt tokens written into the provider's prompt cache.
 	CacheWrite int64 `json:"cache_write,omitempty"`
+	// CacheWrite1h is the part of CacheWrite written into a 1-hour cache
+	// (Anthropic: cache_creation.ephemeral_1h_input_tokens), which is
+	// billed above a 5-minute write; it is already counted in CacheWrite.
+	CacheWrite1h int64 `json:"cache_write_1h,omitempty"`
 	// Reasoning is the part of Output spent on hidden reasoning; it is
 	// already counted in Output and must not be priced twice.
 	Reasoning int64 `json:"reasoning,omitempty"`
@@ -44,11 +49,12 @@ func (u Usage) Total() int64 { return u.Prompt() + u.Output }
 // Add returns the field-wise sum of u and v.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
-		Input:       u.Input + v.Input,
-		Output:      u.Output + v.Output,
-		CachedInput: u.CachedInput + v.CachedInput,
-		CacheWrite:  u.CacheWrite + v.CacheWrite,
-		Reasoning:   u.Reasoning + v.Reasoning,
+		Input:        u.Input + v.Input,
+		Output:       u.Output + v.Output,
+		CachedInput:  u.CachedInput + v.CachedInput,
+		CacheWrite:   u.CacheWrite + v.CacheWrite,
+		CacheWrite1h: u.CacheWrite1h + v.CacheWrite1h,
+		Reasoning:    u.Reasoning + v.Reasoning,
 	}
 }
 

@@ -168,3 +168,47 @@ models:
 		t.Errorf("run %+v; want stopped for budget_exceeded", rec)
 	}
 }
+
+// A write into Anthropic's 1-hour prompt cache costs 2× base input, a
+// 5-minute one 1.25×: the usage's cache_creation split prices each part at
+// its own rate, answered and streamed (1-hour writes were priced as
+// 5-minute ones).
+func TestAnthropicOneHourCacheWritesPriced(t *testing.T) {
+	const usage = `"input_tokens":100,"cache_creation_input_tokens":1000,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":400,"ephemeral_1h_input_tokens":600}`
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(b), `"stream":true`) {
+			fmt.Fprint(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-5-5","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{`+usage+`,"output_tokens":10}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-5-5\",\"content\":[],\"stop_reason\":null,\"usage\":{"+usage+",\"output_tokens\":1}}}\n\n")
+		fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":10}}\n\n")
+		fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+models:
+  - alias: c
+    deployments:
+      - {name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
+`, nil)
+	// Sonnet 5.5 per million tokens: $2 input, $2.50 5-minute write, $4
+	// 1-hour write (2× input), $10 output.
+	want, _ := budget.ParseUSD("0.0037") // (100·2 + 400·2.50 + 600·4 + 10·10) / 1e6
+	for _, stream := range []bool{false, true} {
+		id := fmt.Sprintf("cache-1h-%v", stream)
+		resp, body := g.do("POST", "/v1/messages", fmt.Sprintf(`{"model":"c","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream),
+			"X-Belay-Run-Id", id)
+		if resp.StatusCode != 200 {
+			t.Fatalf("stream %v: status %d: %s", stream, resp.StatusCode, body)
+		}
+		if rec := g.run(id); rec.Cost != want {
+			t.Errorf("stream %v: run cost %s; want %s (the 600 1-hour cache writes at $4/M)", stream, rec.Cost, want)
+		}
+	}
+}

@@ -277,11 +277,12 @@ func runOutcome(o Outcome, records bool) (budget.Usage, run.Outcome) {
 // to budget.Usage (totals that include their parts).
 func budgetUsage(u dialect.Usage) budget.Usage {
 	return budget.Usage{
-		InputTokens:       u.Prompt(),
-		OutputTokens:      u.Output,
-		CachedInputTokens: u.CachedInput,
-		CacheWriteTokens:  u.CacheWrite,
-		ReasoningTokens:   u.Reasoning,
+		InputTokens:        u.Prompt(),
+		OutputTokens:       u.Output,
+		CachedInputTokens:  u.CachedInput,
+		CacheWriteTokens:   u.CacheWrite,
+		CacheWrite1hTokens: u.CacheWrite1h,
+		ReasoningTokens:    u.Reasoning,
 	}
 }
 

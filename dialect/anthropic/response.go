@@ -24,21 +24,42 @@ type Response struct {
 // Usage is Anthropic's usage object. input_tokens excludes cache reads and
 // cache writes, which are reported separately.
 type Usage struct {
-	InputTokens              int64  `json:"input_tokens"`
-	OutputTokens             int64  `json:"output_tokens"`
-	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
-	ServiceTier              string `json:"service_tier,omitempty"`
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	// CacheCreation splits cache_creation_input_tokens by the cache's
+	// lifetime (absent from older API versions and other servers).
+	CacheCreation *CacheCreation `json:"cache_creation,omitempty"`
+	ServiceTier   string         `json:"service_tier,omitempty"`
+}
+
+// CacheCreation is usage.cache_creation: the prompt tokens written into a
+// 5-minute and a 1-hour cache (their sum is cache_creation_input_tokens).
+// A 1-hour write costs 2× base input, a 5-minute one 1.25× (Anthropic docs,
+// "Prompt caching").
+type CacheCreation struct {
+	Ephemeral5mInputTokens int64 `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1hInputTokens int64 `json:"ephemeral_1h_input_tokens"`
 }
 
 // Dialect converts u to the dialect-neutral shape.
 func (u Usage) Dialect() dialect.Usage {
 	return dialect.Usage{
-		Input:       u.InputTokens,
-		Output:      u.OutputTokens,
-		CachedInput: u.CacheReadInputTokens,
-		CacheWrite:  u.CacheCreationInputTokens,
+		Input:        u.InputTokens,
+		Output:       u.OutputTokens,
+		CachedInput:  u.CacheReadInputTokens,
+		CacheWrite:   u.CacheCreationInputTokens,
+		CacheWrite1h: u.cacheWrite1h(),
 	}
+}
+
+// cacheWrite1h is the 1-hour part of the cache writes.
+func (u Usage) cacheWrite1h() int64 {
+	if u.CacheCreation == nil {
+		return 0
+	}
+	return u.CacheCreation.Ephemeral1hInputTokens
 }
 
 // FromDialect returns the Anthropic usage for d.
@@ -48,6 +69,17 @@ func FromDialect(d dialect.Usage) Usage {
 		OutputTokens:             d.Output,
 		CacheCreationInputTokens: d.CacheWrite,
 		CacheReadInputTokens:     d.CachedInput,
+		CacheCreation:            cacheCreation(d),
 		ServiceTier:              "standard",
 	}
+}
+
+// cacheCreation is the cache_creation object of d's cache writes: nil
+// when d has none in a 1-hour cache (then all of them are 5-minute ones,
+// as cache_creation_input_tokens alone says).
+func cacheCreation(d dialect.Usage) *CacheCreation {
+	if d.CacheWrite1h == 0 {
+		return nil
+	}
+	return &CacheCreation{Ephemeral5mInputTokens: max(d.CacheWrite-d.CacheWrite1h, 0), Ephemeral1hInputTokens: d.CacheWrite1h}
 }

@@ -51,10 +51,11 @@ type Delta struct {
 // DeltaUsage is a message_delta's usage: cumulative output_tokens, and, in
 // newer API versions, cumulative input and cache counts.
 type DeltaUsage struct {
-	OutputTokens             int64  `json:"output_tokens"`
-	InputTokens              *int64 `json:"input_tokens,omitempty"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens,omitempty"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens,omitempty"`
+	OutputTokens             int64          `json:"output_tokens"`
+	InputTokens              *int64         `json:"input_tokens,omitempty"`
+	CacheCreationInputTokens *int64         `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     *int64         `json:"cache_read_input_tokens,omitempty"`
+	CacheCreation            *CacheCreation `json:"cache_creation,omitempty"`
 }
 
 // Accumulator folds an Anthropic stream; see dialect.Accumulator. Usage
@@ -185,6 +186,10 @@ func (a *Accumulator) Add(data []byte) error {
 			setIf(&a.usage.InputTokens, u.InputTokens)
 			setIf(&a.usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
 			setIf(&a.usage.CacheReadInputTokens, u.CacheReadInputTokens)
+			if u.CacheCreation != nil {
+				cc := *u.CacheCreation
+				a.usage.CacheCreation = &cc
+			}
 			a.reported = true
 		}
 	case EventMessageStop:

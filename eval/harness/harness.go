@@ -161,7 +161,7 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 		// (a simulator setup has no config to add a price to).
 		if p, _, err := budget.DefaultPricing().Lookup(config.ProviderOpenAI, eval.DefaultModel); err == nil {
 			cfg.Pricing = map[string]config.Price{s.Model: {Input: config.USD(p.Input), Output: config.USD(p.Output),
-				CachedInput: config.USD(p.CachedInput), CacheWrite: config.USD(p.CacheWrite)}}
+				CachedInput: config.USD(p.CachedInput), CacheWrite: config.USD(p.CacheWrite), CacheWrite1h: config.USD(p.CacheWrite1h)}}
 		}
 	}
 	cfg.Sim.Profile = sp.Profile
