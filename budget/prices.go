@@ -22,10 +22,27 @@ func price(in, cached, write, out string) Price {
 }
 
 // claude is an Anthropic price: price's, with 1-hour cache writes at 2×
-// the base input price.
+// the base input price (anthropicCache).
 func claude(in, cached, write, out string) Price {
-	p := price(in, cached, write, out)
-	p.CacheWrite1h = p.Input.Add(p.Input)
+	return anthropicCache(price(in, cached, write, out))
+}
+
+// anthropicCache fills the cache prices p leaves at zero by Anthropic's
+// multipliers of the base input price (platform.claude.com, "Prompt
+// caching", pricing; the same on every Claude model): a cache read 0.1×, a
+// 5-minute cache write 1.25×, a 1-hour write 2×. A price override of a
+// Claude model that gives only input and output is then billed for its
+// cache writes as Anthropic bills them, not at the input price.
+func anthropicCache(p Price) Price {
+	if p.CachedInput == 0 {
+		p.CachedInput = USD(int64(p.Input) / 10)
+	}
+	if p.CacheWrite == 0 {
+		p.CacheWrite = p.Input.Add(USD(int64(p.Input) / 4))
+	}
+	if p.CacheWrite1h == 0 {
+		p.CacheWrite1h = p.Input.Add(p.Input)
+	}
 	return p
 }
 

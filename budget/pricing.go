@@ -26,7 +26,9 @@ var ErrUnknownModel = errors.New("budget: no price for model")
 // they are billed at Reasoning instead and the rest of the output at Output.
 // A zero CachedInput or CacheWrite means the provider has no such discount
 // or surcharge: those tokens are billed at Input. A zero CacheWrite1h bills
-// 1-hour cache writes as other cache writes. Anthropic bills a 5-minute
+// 1-hour cache writes as other cache writes. (Pricing.Lookup fills the zero
+// cache prices of a model under provider anthropic from its Input: see
+// anthropicCache.) Anthropic bills a 5-minute
 // cache write at 1.25× base input and a 1-hour one at 2× (Anthropic docs,
 // "Prompt caching", pricing).
 //
@@ -264,13 +266,18 @@ func (p *Pricing) lookup(provider, model string) (Price, Match, error) {
 			}
 		}
 	}
-	if bestLen >= 0 {
-		return price, best, nil
+	switch {
+	case bestLen < 0 && p.def == nil:
+		return Price{}, Match{}, fmt.Errorf("%w %q (provider %q)", ErrUnknownModel, model, provider)
+	case bestLen < 0:
+		price, best = *p.def, Match{Default: true}
 	}
-	if p.def != nil {
-		return *p.def, Match{Default: true}, nil
+	if provider == "anthropic" || best.Provider == "anthropic" {
+		// A Claude model's cache prices follow from its input price
+		// (anthropicCache), whatever entry gave the price.
+		price = anthropicCache(price)
 	}
-	return Price{}, Match{}, fmt.Errorf("%w %q (provider %q)", ErrUnknownModel, model, provider)
+	return price, best, nil
 }
 
 func tieBreak(cand, cur, want string) bool {
@@ -318,12 +325,46 @@ func (p *Pricing) Cost(provider, model string, u Usage) (USD, error) {
 	return pr.Cost(u), nil
 }
 
-// Estimate returns the amount to reserve before a call: promptTokens of
-// uncached input plus maxTokens of output at list price, the most the call
-// can cost (cache discounts only lower it). maxTokens is the request's
-// max_tokens / max_output_tokens; when the request has none, pass the
-// model's output limit or a configured default, never 0, or the
-// reservation will not cover the output.
+// Estimate returns the amount to reserve before a call that writes
+// nothing into a prompt cache: promptTokens of uncached input plus
+// maxTokens of output at list price, the most such a call can cost (cache
+// reads only lower it). maxTokens is the request's max_tokens /
+// max_output_tokens; when the request has none, pass the model's output
+// limit or a configured default, never 0, or the reservation will not
+// cover the output. A call that may write its prompt into a cache costs
+// more: use EstimateWrites.
 func (p *Pricing) Estimate(provider, model string, promptTokens, maxTokens int64) (USD, error) {
-	return p.Cost(provider, model, Usage{InputTokens: max(promptTokens, 0), OutputTokens: max(maxTokens, 0)})
+	return p.EstimateWrites(provider, model, promptTokens, maxTokens, NoCacheWrites)
+}
+
+// CacheWrites is what a request may write into the provider's prompt cache,
+// which is billed above uncached input (Anthropic: a 5-minute write 1.25×
+// input, a 1-hour write 2×).
+type CacheWrites uint8
+
+const (
+	NoCacheWrites CacheWrites = iota // no cache_control: nothing is written
+	CacheWrites5m                    // cache_control with the default 5-minute lifetime
+	CacheWrites1h                    // some cache_control with "ttl": "1h"
+)
+
+// EstimateWrites is Estimate for a request that may write its whole
+// prompt into the cache (w): the prompt is priced at the dearer of input
+// and the cache write price w names, the most the call can cost.
+func (p *Pricing) EstimateWrites(provider, model string, promptTokens, maxTokens int64, w CacheWrites) (USD, error) {
+	pr, _, err := p.Lookup(provider, model)
+	if err != nil {
+		return 0, err
+	}
+	prompt := max(promptTokens, 0)
+	u := Usage{InputTokens: prompt, OutputTokens: max(maxTokens, 0)}
+	if w == NoCacheWrites {
+		return pr.Cost(u), nil
+	}
+	written := u
+	written.CacheWriteTokens = prompt
+	if w == CacheWrites1h {
+		written.CacheWrite1hTokens = prompt
+	}
+	return max(pr.Cost(u), pr.Cost(written)), nil
 }

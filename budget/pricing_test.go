@@ -214,3 +214,57 @@ func TestOneHourCacheWrites(t *testing.T) {
 		t.Errorf("without a 1-hour price: cost %s, want %s", got, want)
 	}
 }
+
+// A Claude price that leaves the cache prices out gets Anthropic's
+// multipliers of its input price (read 0.1×, 5-minute write 1.25×, 1-hour
+// write 2×), whether it overrides a built-in entry or names a new model
+// served by provider anthropic; other providers' zero cache prices stay
+// zero (billed at input).
+func TestAnthropicCachePricesFollowInput(t *testing.T) {
+	p, err := NewPricing(PricingOptions{Overrides: map[string]Price{
+		"claude-sonnet-5-5":   {Input: Dollars(3), Output: Dollars(15)},
+		"anthropic/my-claude": {Input: Dollars(4), Output: Dollars(20), CacheWrite: Dollars(6)},
+		"my-model":            {Input: Dollars(1), Output: Dollars(2)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		provider, model        string
+		cached, write, write1h USD
+	}{
+		{"anthropic", "claude-sonnet-5-5", usd("0.30"), usd("3.75"), Dollars(6)},
+		{"anthropic", "my-claude", usd("0.40"), Dollars(6), Dollars(8)},
+		{"anthropic", "my-model", usd("0.10"), usd("1.25"), Dollars(2)},
+		{"openai", "my-model", 0, 0, 0},
+	} {
+		pr, _, err := p.Lookup(c.provider, c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.CachedInput != c.cached || pr.CacheWrite != c.write || pr.CacheWrite1h != c.write1h {
+			t.Errorf("%s/%s: cache read %s, write %s, 1-hour write %s; want %s, %s, %s",
+				c.provider, c.model, pr.CachedInput, pr.CacheWrite, pr.CacheWrite1h, c.cached, c.write, c.write1h)
+		}
+	}
+}
+
+// EstimateWrites prices the prompt at the dearest way it may be billed:
+// as written into the cache the request names, never below uncached input.
+func TestEstimateWrites(t *testing.T) {
+	p := DefaultPricing() // claude-sonnet-5-5: $2 input, $2.50 5-minute write, $4 1-hour write, $10 output
+	for w, want := range map[CacheWrites]USD{
+		NoCacheWrites: usd("0.0021"), // 1,000·2 + 10·10, per million
+		CacheWrites5m: usd("0.0026"),
+		CacheWrites1h: usd("0.0041"),
+	} {
+		got, err := p.EstimateWrites("anthropic", "claude-sonnet-5-5", 1000, 10, w)
+		if err != nil || got != want {
+			t.Errorf("writes %d: estimate %s (%v), want %s", w, got, err, want)
+		}
+	}
+	// OpenAI bills no cache write: a request that asks for one costs input.
+	if got, _ := p.EstimateWrites("openai", "gpt-4o", 1000, 10, CacheWrites1h); got != usd("0.0026") {
+		t.Errorf("gpt-4o with writes: %s, want $0.0026 (1,000·2.50 + 10·10)", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/failure"
 )
@@ -71,6 +72,10 @@ type request struct {
 	// promptTokens is the estimated prompt size, for the reservation and
 	// for charging a cut stream that reported no usage.
 	promptTokens int64
+	// cacheWrites is what the request may write into the provider's
+	// prompt cache (Anthropic's cache_control): the reservation prices the
+	// prompt at the write price.
+	cacheWrites budget.CacheWrites
 	// maxOutput is the request's output token limit over all its choices
 	// (OpenAI n), 0 when unset.
 	maxOutput int64

@@ -158,7 +158,7 @@ func (c *call) serve() (int, error) {
 	turn, err := s.runs.Admit(c.r.Context(), Admission{
 		RunID: id, Named: c.r.Header.Get(HeaderRunID) == "", Tenant: tenant.Name, Agent: agent, TenantBudget: tenant.Budget, Limits: limits,
 		Alias: req.model, Dialect: string(c.f.dialect()), Chain: c.chain,
-		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, Stream: req.stream,
+		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, CacheWrites: req.cacheWrites, Stream: req.stream,
 	})
 	if err != nil {
 		var rr *runRefusal

@@ -5,10 +5,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/trace"
 )
 
 // An answer past max_upstream_body_bytes was generated, and billed by the
@@ -210,5 +213,123 @@ models:
 		if rec := g.run(id); rec.Cost != want {
 			t.Errorf("stream %v: run cost %s; want %s (the 600 1-hour cache writes at $4/M)", stream, rec.Cost, want)
 		}
+		var chat *trace.Span
+		for _, sp := range storedSpans(t, g.stack, id) {
+			if sp.Kind == trace.KindModel {
+				chat = &sp
+			}
+		}
+		if chat == nil || fmt.Sprint(chat.Attrs[trace.AttrCacheWriteTokens]) != "1000" || fmt.Sprint(chat.Attrs[trace.AttrCacheWrite1hTokens]) != "600" {
+			t.Errorf("stream %v: model span %+v; want 1000 cache writes, 600 of them for an hour", stream, chat)
+		}
+	}
+}
+
+// A request that marks its prompt for Anthropic's 1-hour cache may be
+// billed 2× input for all of it: the reservation prices the prompt at that
+// rate, so a run's cost limit holds (a newcomer measured a $0.03 run
+// charged $0.04 for one call whose 10,000-token system prompt was written
+// into the 1-hour cache).
+func TestCacheWritesReservedAtTheirPrice(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		written, long := len(b)/4, 0 // the whole prompt goes into the cache
+		if strings.Contains(string(b), `"ttl":"1h"`) {
+			long = written
+		}
+		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-5-5","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":%d,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":%d,"ephemeral_1h_input_tokens":%d},"output_tokens":20}}`, written, written-long, long)
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+models:
+  - alias: c
+    deployments:
+      - {name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
+`, nil)
+	system := strings.Repeat("policy text ", 3400) // about 10,000 tokens: $0.02 at input, $0.04 written for an hour
+	body := func(ttl string) string {
+		return `{"model":"c","max_tokens":20,"system":[{"type":"text","text":"` + system + `","cache_control":{"type":"ephemeral"` + ttl + `}}],"messages":[{"role":"user","content":"hi"}]}`
+	}
+	resp, b := g.do("POST", "/v1/messages", body(`,"ttl":"1h"`), "X-Belay-Run-Id", "tight", "X-Belay-Max-Cost-Usd", "0.03")
+	if resp.StatusCode != http.StatusPaymentRequired {
+		t.Fatalf("1-hour cache write of a $0.04 prompt under a $0.03 limit: status %d (cost %s); want 402 at admission: %s",
+			resp.StatusCode, resp.Header.Get("X-Belay-Cost-Usd"), b)
+	}
+	limit, _ := budget.ParseUSD("0.05")
+	resp, b = g.do("POST", "/v1/messages", body(`,"ttl":"1h"`), "X-Belay-Run-Id", "room", "X-Belay-Max-Cost-Usd", limit.Decimal())
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if rec := g.run("room"); rec.Cost > limit || rec.Cost < budget.Micros(40_000) {
+		t.Errorf("run cost %s; want about $0.04 (the prompt at the 1-hour write price), within %s", rec.Cost, limit)
+	}
+	// A 5-minute write (1.25× input, $0.025) fits $0.03.
+	resp, b = g.do("POST", "/v1/messages", body(``), "X-Belay-Run-Id", "five", "X-Belay-Max-Cost-Usd", "0.03")
+	if resp.StatusCode != 200 {
+		t.Fatalf("5-minute cache write under $0.03: status %d: %s", resp.StatusCode, b)
+	}
+	if rec := g.run("five"); rec.Cost > budget.Micros(30_000) || rec.Cost < budget.Micros(25_000) {
+		t.Errorf("run cost %s; want about $0.025 (the prompt at the 5-minute write price), within $0.03", rec.Cost)
+	}
+}
+
+// The money held for a retry prices its prompt at least at what the
+// provider reported for the failed attempt: belay's estimate from a
+// prompt's length is below a provider's count of Chinese text, and a
+// retry held at the estimate took a run past its limit (an adversarial
+// review: $0.0321 for a $0.0292 limit).
+func TestRetryHeldAtTheReportedPrompt(t *testing.T) {
+	const chars = 8000
+	content := strings.Repeat("你好世界", chars/4)
+	body := `{"model":"c","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"` + content + `"}]}`
+	req, err := anthropic.ParseRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := anthropic.EstimatePromptTokens(req)
+	const reported = chars // a token a character
+	if est >= reported {
+		t.Fatalf("the estimate (%d tokens) is not below the reported prompt (%d): the test needs it below", est, reported)
+	}
+	var n atomic.Int32
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-5-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":%d,\"output_tokens\":1}}}\n\n", reported)
+		if n.Add(1) == 1 {
+			fmt.Fprint(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+			return
+		}
+		fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":10}}\n\n")
+		fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 4, base: 1ms, cap: 2ms, max_retry_after: 30s}
+breaker: {consecutive_failures: 1000}
+models:
+  - alias: c
+    deployments:
+      - {name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
+`, nil)
+	p := budget.DefaultPricing()
+	estimate, _ := p.Estimate("anthropic", "claude-sonnet-5-5", est, 10)
+	one, _ := p.Cost("anthropic", "claude-sonnet-5-5", budget.Usage{InputTokens: reported, OutputTokens: 10})
+	// Room for the failed attempt and the estimate of another, not for a
+	// second attempt at the reported size.
+	limit := one + estimate + (one-estimate)/4
+	resp, b := g.do("POST", "/v1/messages", body, "X-Belay-Run-Id", "cjk", "X-Belay-Max-Cost-Usd", limit.Decimal())
+	rec := g.run("cjk")
+	if rec.Cost > limit {
+		t.Errorf("run cost %s past its limit %s (status %d, attempts %s)", rec.Cost, limit, resp.StatusCode, resp.Header.Get("X-Belay-Attempts"))
+	}
+	if resp.StatusCode != http.StatusPaymentRequired || resp.Header.Get("X-Belay-Attempts") != "1" {
+		t.Errorf("status %d after %s attempts; want 402 after 1 (a retry at the reported size does not fit): %.300s",
+			resp.StatusCode, resp.Header.Get("X-Belay-Attempts"), b)
 	}
 }

@@ -134,7 +134,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	first := a.Chain[0]
 	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
 		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
-		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out)})
+		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out, a.CacheWrites)})
 	if fe := failure.As(err); fe != nil {
 		switch {
 		case fe.Reason == failure.BudgetExceeded && a.MaxOutputTokens == 0:
@@ -151,7 +151,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		return nil, err
 	}
 	deadline, _ := r.Deadline()
-	return &runTurn{t: t, r: r, adm: adm, deadline: deadline, chain: a.Chain, prompt: a.PromptTokens, output: out}, nil
+	return &runTurn{t: t, r: r, adm: adm, deadline: deadline, chain: a.Chain, prompt: a.PromptTokens, output: out, writes: a.CacheWrites}, nil
 }
 
 // withHint returns a copy of fe with hint added to its message (the run
@@ -174,14 +174,15 @@ func (e *runRefusal) Unwrap() error { return e.fe }
 
 // reserve returns the amount to reserve for a call that may be served by
 // any deployment of chain: the largest list-price estimate
-// (budget.Pricing.Estimate of the prompt and output limit) over the chain,
-// since a fallback may land on the most expensive one. Deployments without
-// a price count as 0; when none has one, it returns 0 and the run layer
-// prices the first deployment itself.
-func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64) budget.USD {
+// (budget.Pricing.EstimateWrites of the prompt, what it may write into
+// the prompt cache and the output limit) over the chain, since a fallback
+// may land on the most expensive one. Deployments without a price count as
+// 0; when none has one, it returns 0 and the run layer prices the first
+// deployment itself.
+func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64, w budget.CacheWrites) budget.USD {
 	var most budget.USD
 	for _, d := range chain {
-		if c, err := t.pricing.Estimate(d.Provider, d.Model, prompt, output); err == nil && c > most {
+		if c, err := t.pricing.EstimateWrites(d.Provider, d.Model, prompt, output, w); err == nil && c > most {
 			most = c
 		}
 	}
@@ -197,14 +198,23 @@ type runTurn struct {
 	// chain, with prompt and output tokens (see Cover).
 	chain          []route.Deployment
 	prompt, output int64
+	writes         budget.CacheWrites
 }
 
 // Cover prices each charge at its deployment (one without a price at the
 // admission's estimate, as the run layer charges it) and holds that plus
 // the estimate of one more attempt on the costliest deployment of the
-// chain.
+// chain. The next attempt's prompt is the larger of the admission's
+// estimate and the largest prompt charged for an earlier attempt (a
+// provider's count of a prompt in Chinese is above belay's estimate from
+// its length; a charge whose output is estimated still has the prompt the
+// provider stated, or the admission's estimate).
 func (t *runTurn) Cover(ctx context.Context, charges []Charge) error {
-	next := t.t.reserve(t.chain, t.prompt, t.output)
+	prompt := t.prompt
+	for _, c := range charges {
+		prompt = max(prompt, c.Usage.Prompt())
+	}
+	next := t.t.reserve(t.chain, prompt, t.output, t.writes)
 	total := next
 	for _, c := range charges {
 		cost, err := t.t.pricing.Cost(c.Deployment.Provider, c.Deployment.Model, budgetUsage(c.Usage))

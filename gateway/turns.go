@@ -55,7 +55,10 @@ type Admission struct {
 	// request's output limit (0 when unset).
 	PromptTokens    int64
 	MaxOutputTokens int64
-	Stream          bool
+	// CacheWrites is what the call may write into the provider's prompt
+	// cache (its prompt is then reserved at the write price).
+	CacheWrites budget.CacheWrites
+	Stream      bool
 }
 
 // Turn is one admitted model call.

@@ -3,6 +3,8 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
 )
 
 // Cover holds more for a step within the run's limit, refuses what does
@@ -135,4 +138,87 @@ func TestCoverIsRenewed(t *testing.T) {
 			t.Errorf("tenant %+v; want 70¢ settled, nothing held", bal)
 		}
 	})
+}
+
+// barrierStore holds Reserve calls until n of them have arrived (once
+// armed), so that concurrent Covers interleave in the ledger.
+type barrierStore struct {
+	*memstore.Store
+	mu      sync.Mutex
+	n       int
+	waiting int
+	release chan struct{}
+}
+
+func (s *barrierStore) arm(n int) {
+	s.mu.Lock()
+	s.n, s.release = n, make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *barrierStore) Reserve(ctx context.Context, r budget.Reservation) error {
+	s.mu.Lock()
+	if ch := s.release; ch != nil {
+		s.waiting++
+		if s.waiting == s.n {
+			close(ch)
+		}
+		s.mu.Unlock()
+		select { // Covers made one at a time never let a second arrive
+		case <-ch:
+		case <-time.After(time.Second): // fake time: at once, when every goroutine of the bubble waits
+		}
+	} else {
+		s.mu.Unlock()
+	}
+	return s.Store.Reserve(ctx, r)
+}
+
+// Two concurrent Cover(25¢) of a step holding 10¢ hold 25¢ in all, not
+// 40¢, and neither is refused by a 30¢ limit the step then fits (an
+// adversarial review: both read the 10¢ and reserved 15¢ each).
+func TestConcurrentCoversAddUpOnce(t *testing.T) {
+	for _, limit := range []int64{45, 30} {
+		t.Run(fmt.Sprintf("limit %d¢", limit), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				bs := &barrierStore{Store: memstore.New()}
+				m, err := NewManager(Config{Store: bs, Pricing: testPricing(t), Owner: "o", KillPoll: -1, IdleTTL: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = m.Close() })
+				ctx := context.Background()
+				r, err := m.Start(ctx, Spec{ID: "cc", Limits: store.Limits{MaxCost: cents(limit)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, err := r.Admit(ctx, modelStep(cents(10)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				bs.arm(2)
+				var wg sync.WaitGroup
+				errs := make([]error, 2)
+				for i := range 2 {
+					wg.Go(func() { errs[i] = a.Cover(ctx, cents(25)) })
+				}
+				wg.Wait()
+				for _, err := range errs {
+					if err != nil {
+						t.Errorf("Cover(25¢): %v", err)
+					}
+				}
+				if b, _ := bs.Balance(ctx, budget.RunScope("cc")); b.Reserved != cents(25) {
+					t.Errorf("two Cover(25¢) of one step hold %s; want 25¢", b.Reserved)
+				}
+				if err := a.Settle(ctx, usage(20, 0), Outcome{}); err != nil {
+					t.Fatal(err)
+				}
+				_ = m.Flush(ctx)
+				if b, _ := bs.Balance(ctx, budget.RunScope("cc")); b.Reserved != 0 || b.Settled != cents(20) {
+					t.Errorf("after Settle %+v; want 20¢ settled, nothing held", b)
+				}
+			})
+		})
+	}
 }

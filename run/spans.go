@@ -123,6 +123,7 @@ func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimat
 	}{
 		{trace.AttrCachedInputTokens, u.CachedInputTokens},
 		{trace.AttrCacheWriteTokens, u.CacheWriteTokens},
+		{trace.AttrCacheWrite1hTokens, u.CacheWrite1hTokens},
 		{trace.AttrReasoningTokens, u.ReasoningTokens},
 	} {
 		if kv.v != 0 {

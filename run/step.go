@@ -63,8 +63,12 @@ type Admitted struct {
 	resID        string // "" when nothing was reserved
 	// held is the money the step holds: its estimate, and what Cover
 	// added; extra are the ids of Cover's reservations. Under r.mu.
-	held   budget.USD
-	extra  []string
+	held  budget.USD
+	extra []string
+	// cover makes Cover calls one at a time (a semaphore, made by the
+	// first Cover under r.mu): each reads what the step holds after the
+	// one before has added to it.
+	cover  chan struct{}
 	scopes []budget.ScopeLimit
 	tb     TenantBudget
 	start  time.Time
@@ -615,11 +619,25 @@ func (a *Admitted) releaseReservation(ctx context.Context) {
 //
 // A refusal is a Fatal BudgetExceeded *failure.Error and changes
 // nothing: the step stays open, for its caller to settle what was used.
-// Other errors are the store's. Cover on a closed step returns ErrSettled.
-// It is safe for concurrent use; a Cover that races its step's Settle
-// gives back what it reserved.
+// Other errors are the store's, or ctx's cause when it ends while an
+// earlier Cover of the step is still running. Cover on a closed step
+// returns ErrSettled. It is safe for concurrent use: Covers of one step run
+// one after another; a Cover that races its step's Settle gives back what
+// it reserved.
 func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
 	r := a.r
+	r.mu.Lock()
+	if a.cover == nil {
+		a.cover = make(chan struct{}, 1)
+	}
+	turn := a.cover
+	r.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+		defer func() { <-turn }()
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 	r.mu.Lock()
 	if a.settled {
 		r.mu.Unlock()

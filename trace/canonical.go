@@ -48,7 +48,7 @@ var DefaultVolatile = []string{
 	AttrToolCallID, AttrConversationID, AttrResponseID, AttrRequestID, AttrIdempotency, AttrApproval, "id",
 	AttrFailureMessage,
 	AttrWaitMS, AttrLatencyMS,
-	AttrInputTokens, AttrOutputTokens, AttrCachedInputTokens, AttrCacheWriteTokens, AttrReasoningTokens,
+	AttrInputTokens, AttrOutputTokens, AttrCachedInputTokens, AttrCacheWriteTokens, AttrCacheWrite1hTokens, AttrReasoningTokens,
 	AttrCostUSD, AttrCostEstimated,
 }
 

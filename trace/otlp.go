@@ -199,7 +199,7 @@ func otelAttrs(attrs map[string]any) []attribute.KeyValue {
 // intAttrs hold counts: a float64 with an integral value (what a JSON round
 // trip through the store makes of an int64) is sent as an integer.
 var intAttrs = map[string]bool{
-	AttrInputTokens: true, AttrOutputTokens: true, AttrCachedInputTokens: true, AttrCacheWriteTokens: true,
+	AttrInputTokens: true, AttrOutputTokens: true, AttrCachedInputTokens: true, AttrCacheWriteTokens: true, AttrCacheWrite1hTokens: true,
 	AttrReasoningTokens: true, AttrAttempt: true, AttrWaitMS: true, AttrLatencyMS: true,
 }
 

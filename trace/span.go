@@ -86,18 +86,23 @@ const (
 	AttrAttempt        = "belay.attempt"
 	AttrWaitMS         = "belay.wait_ms"
 	AttrRetryRefused   = "belay.retry.refused" // the retry budget refused the retry after this attempt
-	AttrCostUSD        = "belay.cost_usd"
-	AttrCostEstimated  = "belay.cost_estimated"
-	AttrBreakerState   = "belay.breaker.state"
-	AttrDegraded       = "belay.degraded"
-	AttrTenant         = "belay.tenant"
-	AttrRunStatus      = "belay.run.status"
-	AttrStopReason     = "belay.run.stop_reason"
-	AttrIdempotency    = "belay.idempotency_key"
-	AttrApproval       = "belay.approval"       // the approval request's id
-	AttrApprovalState  = "belay.approval.state" // approved, denied, expired
-	AttrRequestID      = "belay.request_id"     // the provider's request id (x-request-id)
-	AttrLatencyMS      = "belay.latency_ms"
+	// AttrCacheWrite1hTokens is the part of
+	// gen_ai.usage.cache_creation.input_tokens written into a 1-hour cache
+	// (Anthropic's cache_creation.ephemeral_1h_input_tokens, billed 2×
+	// input); the GenAI conventions have no name for it.
+	AttrCacheWrite1hTokens = "belay.usage.cache_creation_1h.input_tokens"
+	AttrCostUSD            = "belay.cost_usd"
+	AttrCostEstimated      = "belay.cost_estimated"
+	AttrBreakerState       = "belay.breaker.state"
+	AttrDegraded           = "belay.degraded"
+	AttrTenant             = "belay.tenant"
+	AttrRunStatus          = "belay.run.status"
+	AttrStopReason         = "belay.run.stop_reason"
+	AttrIdempotency        = "belay.idempotency_key"
+	AttrApproval           = "belay.approval"       // the approval request's id
+	AttrApprovalState      = "belay.approval.state" // approved, denied, expired
+	AttrRequestID          = "belay.request_id"     // the provider's request id (x-request-id)
+	AttrLatencyMS          = "belay.latency_ms"
 )
 
 // Sink receives finished (or updated) spans. Implementations must be safe for
