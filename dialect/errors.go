@@ -18,7 +18,12 @@ type FieldError struct {
 	Problem string
 }
 
-func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Problem) }
+func (e *FieldError) Error() string {
+	if e.Field == "body" { // the whole body: "request body is not valid JSON (…)"
+		return "request body " + e.Problem
+	}
+	return fmt.Sprintf("%s: %s", e.Field, e.Problem)
+}
 
 // Is reports whether target is failure.InvalidRequest or failure.Permanent.
 func (e *FieldError) Is(target error) bool {

@@ -339,10 +339,10 @@ func decodeJSON(r *http.Request, v any) error {
 		return badRequest(fmt.Sprintf("body: %s: found %s; want %s", key, jsonFound(te.Value), jsonWant(te.Type)))
 	}
 	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return badRequest(fmt.Sprintf("body: is not valid JSON (at byte %d: %s)", se.Offset, se.Error()))
+		return badRequest(fmt.Sprintf("request body is not valid JSON (at byte %d: %s)", se.Offset, se.Error()))
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return badRequest("body: is not valid JSON (cut short: it ends inside a value)")
+		return badRequest("request body is not valid JSON (cut short: it ends inside a value)")
 	}
 	return badRequest("body: " + strings.TrimPrefix(err.Error(), "json: "))
 }

@@ -240,8 +240,8 @@ func TestAdminKillUnservedName(t *testing.T) {
 		{`{"target":"model","name":["a"]}`, "body: name: found an array; want a string"},
 		// Malformed JSON is named as such, as the gateway's own endpoints
 		// do (newcomer finding: "body: unexpected EOF").
-		{`{"target":"model","name":"x"`, "body: is not valid JSON (cut short: it ends inside a value)"},
-		{`{"target":"model" "name":"x"}`, "body: is not valid JSON (at byte 19: invalid character '\"' after object key:value pair)"},
+		{`{"target":"model","name":"x"`, "request body is not valid JSON (cut short: it ends inside a value)"},
+		{`{"target":"model" "name":"x"}`, "request body is not valid JSON (at byte 19: invalid character '\"' after object key:value pair)"},
 	} {
 		if st, m := h.admin("POST", "/admin/kill", c.body, "adm-key"); st != 400 || m["error"] != c.want {
 			t.Errorf("%s: %d %q; want 400 %q", c.body, st, m["error"], c.want)

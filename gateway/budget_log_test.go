@@ -106,3 +106,22 @@ func TestEndedRunRefusalSaysHowToGroupCalls(t *testing.T) {
 		t.Errorf("second call with the gateway's run id: %d %s; want 409 with %q", resp.StatusCode, body, want)
 	}
 }
+
+// A request refused for its key is logged as belay's permanent refusal,
+// not as a degraded deployment (newcomer finding: `error="degraded:
+// authentication: missing API key: …"`).
+func TestKeyRefusalLoggedPermanent(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	o := gateway.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))}
+	g := newGWOpts(t, "listen: 127.0.0.1:0\nstore: memory://\ntenants: [{name: acme, key: vk-acme}]\n", o)
+	if resp, body := g.do("POST", "/v1/chat/completions", chat); resp.StatusCode != 401 {
+		t.Fatalf("no key: %d %s, want 401", resp.StatusCode, body)
+	}
+	mu.Lock()
+	log := logged.String()
+	mu.Unlock()
+	if want := `error="permanent: authentication: missing API key`; !strings.Contains(log, want) {
+		t.Errorf("log lacks %s:\n%s", want, log)
+	}
+}

@@ -230,7 +230,15 @@ func limitsOverridden(asked, apply config.Limits) string {
 	return b.String()
 }
 
-// refusal is a failure belay decides itself.
+// refusal is a failure belay decides itself. Its kind is the reason's,
+// except that a reason that would move a call to another deployment
+// (degraded: authentication, permission_denied) is permanent here: belay
+// refused the client's own request, and no deployment is at fault (logs
+// said "degraded: authentication: missing API key").
 func refusal(r failure.Reason, msg string) *failure.Error {
-	return &failure.Error{Kind: r.Kind(), Reason: r, Message: msg, NoRetry: true}
+	k := r.Kind()
+	if k == failure.Degraded {
+		k = failure.Permanent
+	}
+	return &failure.Error{Kind: k, Reason: r, Message: msg, NoRetry: true}
 }

@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/belay-run/belay/breaker"
@@ -28,7 +30,7 @@ type metrics struct {
 	fallbacks      *prometheus.CounterVec   // alias
 	breaker        *prometheus.GaugeVec     // deployment: 0 closed, 1 half-open, 2 open
 	breakerOpens   *prometheus.CounterVec   // deployment: transitions to open
-	spend          *prometheus.CounterVec   // tenant
+	spend          *spendCounter            // tenant
 	latency        *prometheus.HistogramVec // dialect, stream
 	ttft           *prometheus.HistogramVec // dialect
 	alerts         *prometheus.CounterVec   // scope ("run" or "tenant"), threshold
@@ -51,8 +53,8 @@ func newMetrics() *metrics {
 			Help: "Circuit breaker state per deployment: 0 closed, 1 half-open, 2 open."}, []string{"deployment"}),
 		breakerOpens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_breaker_opens_total",
 			Help: "Times a deployment's circuit breaker opened (an open period shorter than the scrape interval shows here, not in belay_breaker_state)."}, []string{"deployment"}),
-		spend: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_spend_usd_total",
-			Help: "Money charged for model calls, in USD."}, []string{"tenant"}),
+		spend: &spendCounter{desc: prometheus.NewDesc("belay_spend_usd_total",
+			"Money charged for model calls, in USD.", []string{"tenant"}, nil)},
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_request_duration_seconds",
 			Help: "Time from request to the end of the response.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}, []string{"dialect", "stream"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belay_time_to_first_token_seconds",
@@ -122,8 +124,33 @@ func (m *metrics) observeRoute(alias string, res *route.Result) {
 
 func (m *metrics) addSpend(tenant string, cost budget.USD) {
 	if cost > 0 {
-		m.spend.WithLabelValues(tenant).Add(cost.Float())
+		m.spend.add(tenant, cost)
 	}
+}
+
+// spendCounter is belay_spend_usd_total: per tenant, the exact sum of the
+// costs charged (budget.USD), exported as dollars. A float counter summed
+// costs with rounding noise ($0.0152270999…).
+type spendCounter struct {
+	desc  *prometheus.Desc
+	total sync.Map // tenant → *atomic.Int64 (budget.USD)
+}
+
+func (c *spendCounter) add(tenant string, cost budget.USD) {
+	v, ok := c.total.Load(tenant)
+	if !ok {
+		v, _ = c.total.LoadOrStore(tenant, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(int64(cost))
+}
+
+func (c *spendCounter) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *spendCounter) Collect(ch chan<- prometheus.Metric) {
+	c.total.Range(func(k, v any) bool {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, budget.USD(v.(*atomic.Int64).Load()).Float(), k.(string))
+		return true
+	})
 }
 
 // watchRuns exports the run manager's counters: runs stopped by their

@@ -2,6 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -86,5 +89,34 @@ func TestStopsCountStoppedRunsNotRefusals(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "belay_stops_total"))
 		}
+	}
+}
+
+// belay_spend_usd_total is the exact sum of the costs charged: ten calls
+// of $0.00075 read $0.0075, not the float sum $0.007499999999999999 (a
+// newcomer saw $0.015227099999999997).
+func TestSpendMetricIsExact(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, okCompletion, 100, 50) // gpt-4o: 100·2.50 + 50·10 per million = $0.00075
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+models:
+  - alias: m
+    deployments:
+      - `+openAIDep("d", "gpt-4o", up.URL)+`
+`, nil)
+	for range 10 {
+		if resp, b := g.do("POST", "/v1/chat/completions", chat); resp.StatusCode != 200 || resp.Header.Get("X-Belay-Cost-Usd") != "0.00075" {
+			t.Fatalf("status %d, cost %q: %s", resp.StatusCode, resp.Header.Get("X-Belay-Cost-Usd"), b)
+		}
+	}
+	_, text := g.do("GET", "/metrics", "")
+	const want = `belay_spend_usd_total{tenant="default"} 0.0075`
+	if !strings.Contains(text, want+"\n") {
+		i := strings.Index(text, "belay_spend_usd_total{")
+		t.Errorf("metrics lack %q; have %.80q", want, text[max(i, 0):])
 	}
 }

@@ -273,7 +273,7 @@ func TestRegression_14_RequestErrorMessages(t *testing.T) {
 	g := newGW(t, oneAlias("", openAIDep("d", "gpt-4o-mini", "http://127.0.0.1:1")), nil)
 	for body, want := range map[string]string{
 		`{"model":"m","max_tokens":1.5,"messages":[{"role":"user","content":"hi"}]}`: "max_tokens: must be an integer, not number 1.5",
-		`null`: "body: must be a JSON object, not null",
+		`null`: "request body must be a JSON object, not null",
 	} {
 		resp, b := g.do("POST", "/v1/chat/completions", body)
 		if _, _, msg := decodeError(t, b); resp.StatusCode != 400 || msg != want {

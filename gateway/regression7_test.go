@@ -139,7 +139,7 @@ func TestUnpricedDeploymentWithMoneyLimit(t *testing.T) {
 	}
 	var log bytes.Buffer
 	err := build("store: memory://\nlimits: {max_cost_usd: 2}\n"+deps, &log)
-	want := `belay.yaml: no price for deployment ft (openai model "ft:gpt-4o-mini-2024-07-18:acme::abc123"), so limits.max_cost_usd $2.00 ` +
+	want := `config belay.yaml: no price for deployment ft (openai model "ft:gpt-4o-mini-2024-07-18:acme::abc123"), so limits.max_cost_usd $2.00 ` +
 		`would count its calls as $0: add the model under pricing: (USD per million tokens), e.g. pricing: {"ft:gpt-4o-mini-2024-07-18:acme::abc123": {input: 0.30, output: 1.20}}`
 	var ue *gateway.UnpricedError
 	if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), want) {

@@ -345,7 +345,7 @@ type UnpricedError struct {
 func (e *UnpricedError) Error() string {
 	where := ""
 	if e.Config != "" {
-		where = e.Config + ": "
+		where = "config " + e.Config + ": "
 	}
 	return fmt.Sprintf("%sno price for deployment %s, so %s would count its calls as $0: add the model under pricing: "+
 		"(USD per million tokens), e.g. %s, with input: 0 and output: 0 for a model that costs nothing",

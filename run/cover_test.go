@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,6 +14,7 @@ import (
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
+	"github.com/belay-run/belay/trace"
 )
 
 // Cover holds more for a step within the run's limit, refuses what does
@@ -220,5 +222,46 @@ func TestConcurrentCoversAddUpOnce(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A run stopped by its own limit says why on its span (the limit and the
+// amounts), as its record does: trace show printed the stop reason alone.
+func TestStoppedRunSpanSaysWhy(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r := f.start(t, Spec{ID: "why", Tenant: "acme", Limits: store.Limits{MaxCost: cents(5)}})
+	if _, err := r.Admit(ctx, modelStep(cents(10))); err == nil {
+		t.Fatal("a 10¢ step admitted under a 5¢ limit")
+	}
+	rec := f.stored(t, "why")
+	runs := f.sink.byKind(trace.KindRun)
+	if len(runs) != 1 || rec.Error == "" {
+		t.Fatalf("run spans %d, record error %q", len(runs), rec.Error)
+	}
+	msg, _ := runs[0].Attrs[trace.AttrFailureMessage].(string)
+	if msg != rec.Error || !strings.Contains(msg, "does not fit the run's cost limit of $0.05") {
+		t.Errorf("run span's failure message %q; want the record's %q", msg, rec.Error)
+	}
+}
+
+// A call refused by a run that already spent past its limit (an answer
+// longer than its reservation) says what the run spent: a newcomer read
+// "estimated cost $0.000058 does not fit the run's cost limit of $0.03"
+// with no hint that the run was over.
+func TestRefusalSaysWhatTheRunSpent(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r := f.start(t, Spec{ID: "over", Tenant: "acme", Limits: store.Limits{MaxCost: cents(30)}})
+	a, err := r.Admit(ctx, modelStep(cents(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Settle(ctx, usage(35, 0), Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Admit(ctx, modelStep(cents(1)))
+	if fe := failure.As(err); fe == nil || fe.Reason != failure.BudgetExceeded || !strings.Contains(fe.Message, "the run has spent $0.35") {
+		t.Errorf("refusal %v; want budget_exceeded saying the run has spent $0.35", err)
 	}
 }

@@ -93,6 +93,9 @@ func (r *Run) runSpan() trace.Span {
 		attrs[trace.AttrStopReason] = rec.StopReason
 		attrs[trace.AttrFailureReason] = rec.StopReason
 	}
+	if rec.Error != "" { // why it stopped or failed: the limit and the amounts
+		attrs[trace.AttrFailureMessage] = rec.Error
+	}
 	traceID, spanID := r.traceIDs()
 	return trace.Span{
 		TraceID: traceID, SpanID: spanID, RunID: r.id, Kind: trace.KindRun, Name: name,

@@ -366,6 +366,14 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 		msg := fmt.Sprintf("estimated cost %s does not fit", s.EstimatedCost)
 		if ee, ok := errors.AsType[*budget.ExceededError](err); ok {
 			msg = notFit(s.EstimatedCost, ee.Scope, ee.Limit)
+			if ee.Scope.Kind() == "run" {
+				// A run past its limit (an answer longer than its
+				// reservation) is refused even a tiny call: say so.
+				r.mu.Lock()
+				spent := r.rec.Cost
+				r.mu.Unlock()
+				msg += fmt.Sprintf("; the run has spent %s", spent)
+			}
 		}
 		return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded, Message: msg, Cause: err}
 	}

@@ -47,7 +47,11 @@ func main() {
 			os.Exit(code)
 		}
 	}
-	fmt.Fprintln(os.Stderr, "belay:", err)
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "belay ") { // one that names its command ("belay runs: …") has its prefix
+		msg = "belay: " + msg
+	}
+	fmt.Fprintln(os.Stderr, msg)
 	os.Exit(code)
 }
 

@@ -33,12 +33,16 @@ func opsCommands() []*cobra.Command {
 	cmds := []*cobra.Command{runsCmd(), traceCmd(), approvalsCmd(), killCmd(), unkillCmd()}
 	for _, c := range cmds {
 		c.PersistentFlags().String("store", defaultStore, "store URL: sqlite://PATH or postgres://USER@HOST/DB")
+		if c.Flags().Lookup("config") == nil { // kill and unkill have their own
+			c.PersistentFlags().String("config", "", "the gateway's YAML config, for its store when --store is not given")
+		}
 	}
 	return cmds
 }
 
 // withStore opens the store named by --store (see store/open.Open for the
-// URL forms), runs fn and closes it. An unsupported scheme is bad input
+// URL forms), or by the config file --config names when --store is not
+// given, runs fn and closes it. An unsupported scheme is bad input
 // (exit 2); an SQLite file that does not exist is an error (exit 1) rather
 // than a new empty store, so that a kill or an approval is never written
 // where no gateway reads it. Other errors from fn are exit 1.
@@ -46,6 +50,14 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	url, err := cmd.Flags().GetString("store")
 	if err != nil {
 		return badInput(err)
+	}
+	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" && !cmd.Flags().Changed("store") {
+		// The store of the gateway's config, as belay serve --config uses.
+		cfg, err := config.LoadWith(f.Value.String(), unresolved)
+		if err != nil {
+			return badInput(err)
+		}
+		url = cfg.Store
 	}
 	if path, ok := sqlitePath(url); ok {
 		if _, err := os.Stat(path); err != nil {

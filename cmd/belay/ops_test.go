@@ -29,7 +29,8 @@ func runTrace(runID, outcome string) []trace.Span {
 	run := trace.Span{TraceID: tid, SpanID: runID + "-run", RunID: runID, Kind: trace.KindRun, Name: "invoke_agent support",
 		Start: t0, End: t0.Add(2500 * time.Millisecond), Status: trace.StatusError,
 		Attrs: map[string]any{trace.AttrTenant: "acme", trace.AttrRunStatus: "stopped",
-			trace.AttrStopReason: "budget_exceeded", trace.AttrFailureReason: "budget_exceeded", trace.AttrCostUSD: 0.0123},
+			trace.AttrStopReason: "budget_exceeded", trace.AttrFailureReason: "budget_exceeded", trace.AttrCostUSD: 0.0123,
+			trace.AttrFailureMessage: "fatal: budget_exceeded: estimated cost $0.0009 does not fit the run's cost limit of $0.013"},
 		Events: []trace.Event{{Name: "budget.alert", Time: t0.Add(2 * time.Second), Attrs: map[string]any{"scope": "run", "fraction": 0.8}}},
 	}
 	model := trace.Span{TraceID: tid, SpanID: runID + "-m1", ParentID: run.SpanID, RunID: runID, Kind: trace.KindModel, Name: "chat gpt-4o",
@@ -39,7 +40,8 @@ func runTrace(runID, outcome string) []trace.Span {
 	a1 := trace.Span{TraceID: tid, SpanID: runID + "-a1", ParentID: model.SpanID, RunID: runID, Kind: trace.KindAttempt, Name: "attempt openai-a",
 		Start: t0.Add(10 * time.Millisecond), End: t0.Add(310 * time.Millisecond), Status: trace.StatusError,
 		Attrs: map[string]any{trace.AttrDeployment: "openai-a", trace.AttrAttempt: int64(1),
-			trace.AttrFailureKind: "transient", trace.AttrFailureReason: "rate_limited", trace.AttrErrorType: "rate_limited"}}
+			trace.AttrFailureKind: "transient", trace.AttrFailureReason: "rate_limited", trace.AttrErrorType: "rate_limited",
+			trace.AttrFailureMessage: "transient: rate_limited: Rate limit reached\x1b[2J"}}
 	a2 := trace.Span{TraceID: tid, SpanID: runID + "-a2", ParentID: model.SpanID, RunID: runID, Kind: trace.KindAttempt, Name: "attempt openai-b",
 		Start: t0.Add(400 * time.Millisecond), End: t0.Add(1200 * time.Millisecond), Status: trace.StatusOK,
 		Attrs: map[string]any{trace.AttrDeployment: "openai-b", trace.AttrAttempt: int64(2), trace.AttrWaitMS: int64(90)}}
@@ -174,9 +176,11 @@ func TestTraceShow(t *testing.T) {
 	want := []string{
 		"run r1  tenant acme  agent support  stopped (budget_exceeded)  turns 2  tool calls 1  tokens 300/120  cost $0.0123",
 		"run invoke_agent support  error  2.5s  tenant=acme status=stopped stop_reason=budget_exceeded cost=$0.0123",
+		"  x fatal: budget_exceeded: estimated cost $0.0009 does not fit the run's cost limit of $0.013",
 		"  ! budget.alert +2s  fraction=0.8 scope=run",
 		"  model chat gpt-4o  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123",
 		"    attempt openai-a  error  300ms  deployment=openai-a attempt=1 failure=rate_limited kind=transient",
+		"      x transient: rate_limited: Rate limit reached\\x1b[2J",
 		"    attempt openai-b  ok  800ms  deployment=openai-b attempt=2 wait_ms=90",
 		"  tool execute_tool issue_refund  ok  20ms  tool=issue_refund approval=ap-1 approval_state=approved outcome=executed",
 		"(no messages recorded: a gateway records them unless its config says capture: off)",
@@ -680,4 +684,24 @@ func TestShellWord(t *testing.T) {
 			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// --config names the store of a gateway's config, for runs and trace as
+// for kill (newcomer finding: only kill took it); --store still wins.
+func TestOpsReadTheConfigsStore(t *testing.T) {
+	url := seed(t)
+	cfg := filepath.Join(t.TempDir(), "belay.yaml")
+	if err := os.WriteFile(cfg, []byte("store: "+url+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := belayArgs(t, "runs", "--config", cfg)
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "r1  acme", "r2  globex")
+	out, _, err = belayArgs(t, "trace", "show", "r1", "--config", cfg)
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "r1")
+	_, _, err = belayArgs(t, "runs", "--config", cfg, "--store", "sqlite://"+filepath.Join(t.TempDir(), "none.db"))
+	wantCode(t, err, 1, "none.db")
+	_, _, err = belayArgs(t, "runs", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
+	wantCode(t, err, 2, "missing.yaml")
 }

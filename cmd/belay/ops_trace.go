@@ -325,6 +325,9 @@ func (t *tree) write(w io.Writer, i, depth int, allAttrs bool) {
 		for _, l := range answerLines(s.Attrs[trace.AttrOutputMessages]) {
 			fmt.Fprintf(w, "%s  > %s\n", indent, l)
 		}
+		if msg, ok := s.Attrs[trace.AttrFailureMessage].(string); ok && msg != "" && s.Status == trace.StatusError {
+			fmt.Fprintf(w, "%s  x %s\n", indent, shorten(escapeControl(msg)))
+		}
 	}
 	for _, e := range s.Events {
 		fmt.Fprintf(w, "%s  ! %s +%s", indent, e.Name, shortDuration(e.Time.Sub(s.Start)))

@@ -48,7 +48,7 @@ func TestRegression_3_PromptEstimateCountsNonTextBlocks(t *testing.T) {
 func TestRegression_14_RequestMessages(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{`{"model":"m","max_tokens":1.5,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens: must be an integer, not number 1.5"},
-		{`null`, "body: must be a JSON object, not null"},
+		{`null`, "request body must be a JSON object, not null"},
 	} {
 		_, err := anthropic.ParseRequest([]byte(tc.body))
 		if err == nil || err.Error() != tc.want {

@@ -52,8 +52,8 @@ func TestRegression_3_PromptEstimateCountsNonTextParts(t *testing.T) {
 func TestRegression_14_RequestMessages(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{`{"model":"m","max_tokens":1.5,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens: must be an integer, not number 1.5"},
-		{`null`, "body: must be a JSON object, not null"},
-		{` [1] `, "body: must be a JSON object, not array"},
+		{`null`, "request body must be a JSON object, not null"},
+		{` [1] `, "request body must be a JSON object, not array"},
 	} {
 		_, err := openai.ParseRequest([]byte(tc.body))
 		if err == nil || err.Error() != tc.want {
