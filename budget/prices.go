@@ -43,6 +43,10 @@ func anthropicCache(p Price) Price {
 	if p.CacheWrite1h == 0 {
 		p.CacheWrite1h = p.Input.Add(p.Input)
 	}
+	if p.LongPrompt != nil { // a long prompt's tier has the same multipliers
+		long := anthropicCache(*p.LongPrompt)
+		p.LongPrompt = &long
+	}
 	return p
 }
 

@@ -27,8 +27,8 @@ var ErrUnknownModel = errors.New("budget: no price for model")
 // A zero CachedInput or CacheWrite means the provider has no such discount
 // or surcharge: those tokens are billed at Input. A zero CacheWrite1h bills
 // 1-hour cache writes as other cache writes. (Pricing.Lookup fills the zero
-// cache prices of a model under provider anthropic from its Input: see
-// anthropicCache.) Anthropic bills a 5-minute
+// cache prices of a Claude model, one whose name starts with "claude",
+// from its Input: see anthropicCache.) Anthropic bills a 5-minute
 // cache write at 1.25× base input and a 1-hour one at 2× (Anthropic docs,
 // "Prompt caching", pricing).
 //
@@ -272,9 +272,10 @@ func (p *Pricing) lookup(provider, model string) (Price, Match, error) {
 	case bestLen < 0:
 		price, best = *p.def, Match{Default: true}
 	}
-	if provider == "anthropic" || best.Provider == "anthropic" {
+	if strings.HasPrefix(model, "claude") {
 		// A Claude model's cache prices follow from its input price
-		// (anthropicCache), whatever entry gave the price.
+		// (anthropicCache), whatever entry gave the price; not those of
+		// another model served over Anthropic's API (Kimi, DeepSeek).
 		price = anthropicCache(price)
 	}
 	return price, best, nil

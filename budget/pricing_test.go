@@ -217,14 +217,16 @@ func TestOneHourCacheWrites(t *testing.T) {
 
 // A Claude price that leaves the cache prices out gets Anthropic's
 // multipliers of its input price (read 0.1×, 5-minute write 1.25×, 1-hour
-// write 2×), whether it overrides a built-in entry or names a new model
-// served by provider anthropic; other providers' zero cache prices stay
-// zero (billed at input).
+// write 2×), whether it overrides a built-in entry or names a new Claude
+// model, and so does its long-prompt tier; another model, even one served
+// over Anthropic's API, keeps its zero cache prices (billed at input).
 func TestAnthropicCachePricesFollowInput(t *testing.T) {
 	p, err := NewPricing(PricingOptions{Overrides: map[string]Price{
-		"claude-sonnet-5-5":   {Input: Dollars(3), Output: Dollars(15)},
-		"anthropic/my-claude": {Input: Dollars(4), Output: Dollars(20), CacheWrite: Dollars(6)},
-		"my-model":            {Input: Dollars(1), Output: Dollars(2)},
+		"claude-sonnet-5-5":       {Input: Dollars(3), Output: Dollars(15)},
+		"anthropic/claude-custom": {Input: Dollars(4), Output: Dollars(20), CacheWrite: Dollars(6)},
+		"anthropic/kimi-k2":       {Input: Dollars(1), Output: Dollars(2)},
+		"claude-long": {Input: Dollars(3), Output: Dollars(15), LongPromptTokens: 200_000,
+			LongPrompt: &Price{Input: Dollars(6), Output: Dollars(22)}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -234,9 +236,9 @@ func TestAnthropicCachePricesFollowInput(t *testing.T) {
 		cached, write, write1h USD
 	}{
 		{"anthropic", "claude-sonnet-5-5", usd("0.30"), usd("3.75"), Dollars(6)},
-		{"anthropic", "my-claude", usd("0.40"), Dollars(6), Dollars(8)},
-		{"anthropic", "my-model", usd("0.10"), usd("1.25"), Dollars(2)},
-		{"openai", "my-model", 0, 0, 0},
+		{"anthropic", "claude-custom", usd("0.40"), Dollars(6), Dollars(8)},
+		{"anthropic", "kimi-k2", 0, 0, 0},
+		{"openai", "gpt-4o", usd("1.25"), 0, 0},
 	} {
 		pr, _, err := p.Lookup(c.provider, c.model)
 		if err != nil {
@@ -246,6 +248,11 @@ func TestAnthropicCachePricesFollowInput(t *testing.T) {
 			t.Errorf("%s/%s: cache read %s, write %s, 1-hour write %s; want %s, %s, %s",
 				c.provider, c.model, pr.CachedInput, pr.CacheWrite, pr.CacheWrite1h, c.cached, c.write, c.write1h)
 		}
+	}
+	pr, _, _ := p.Lookup("anthropic", "claude-long")
+	long := Usage{InputTokens: 300_000, CacheWriteTokens: 300_000, CacheWrite1hTokens: 300_000}
+	if got := pr.Cost(long); got != usd("3.60") { // 300K at the long tier's 2× $6
+		t.Errorf("300K 1-hour cache writes above the long-prompt threshold cost %s, want $3.60", got)
 	}
 }
 

@@ -236,7 +236,9 @@ type Price struct {
 	CachedInput USD `yaml:"cached_input"`
 	CacheWrite  USD `yaml:"cache_write"`
 	// CacheWrite1h is the price of a write into a 1-hour cache (Anthropic:
-	// 2× input); 0 prices it as CacheWrite.
+	// 2× input); 0 prices it as CacheWrite. For a Claude model (a name
+	// starting with "claude"), cache prices left at 0 follow Anthropic's
+	// multipliers of Input: read 0.1×, write 1.25×, 1-hour write 2×.
 	CacheWrite1h USD `yaml:"cache_write_1h"`
 }
 

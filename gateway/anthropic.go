@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/belay-run/belay/budget"
@@ -27,32 +25,24 @@ func (anthropicFront) parse(body []byte) (*request, error) {
 		return nil, err
 	}
 	out := &request{model: r.Model, stream: r.Stream, promptTokens: anthropic.EstimatePromptTokens(r), body: body,
-		cacheWrites: cacheWrites(body)}
+		cacheWrites: cacheWrites(r)}
 	if n, ok := anthropic.MaxOutputTokens(r); ok {
 		out.maxOutput = n
 	}
 	return out, nil
 }
 
-// ttl1h is a cache_control's 1-hour lifetime.
-var ttl1h = regexp.MustCompile(`"ttl"\s*:\s*"1h"`)
-
 // cacheWrites says what a Messages request may write into Anthropic's
-// prompt cache, read from its body: nothing without a "cache_control"
-// member (on system or content blocks, tools, or the request itself), a
-// 5-minute write with one, a 1-hour write when one has "ttl": "1h" (a
-// 1-hour write bills 2× input, a 5-minute one 1.25×). Inside a JSON string
-// the member's quotes would be escaped, so a message that only mentions
-// cache_control does not count.
-func cacheWrites(body []byte) budget.CacheWrites {
-	i := bytes.Index(body, []byte(`"cache_control"`))
-	switch {
-	case i < 0:
-		return budget.NoCacheWrites
-	case ttl1h.Match(body[i:]):
+// prompt cache (anthropic.CacheWrites): nothing, a 5-minute write (billed
+// 1.25× input) or a 1-hour one (2×).
+func cacheWrites(r *anthropic.Request) budget.CacheWrites {
+	switch some, hour := anthropic.CacheWrites(r); {
+	case hour:
 		return budget.CacheWrites1h
+	case some:
+		return budget.CacheWrites5m
 	}
-	return budget.CacheWrites5m
+	return budget.NoCacheWrites
 }
 
 func (anthropicFront) writeFailure(w http.ResponseWriter, e *failure.Error) {

@@ -93,7 +93,7 @@ func newTenants(cfg *config.Config) tenants {
 // identify returns the tenant of r from its virtual key
 // (Authorization: Bearer KEY, or x-api-key: KEY). With no tenants
 // configured every request is tenant "default". An unknown or missing key
-// is a Degraded Authentication failure (written as 401).
+// is a Permanent Authentication failure (written as 401).
 func (t tenants) identify(r *http.Request) (config.Tenant, *failure.Error) {
 	if t.open {
 		return config.Tenant{Name: DefaultTenant, Budget: config.TenantBudget{Period: config.PeriodMonth}}, nil

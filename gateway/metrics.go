@@ -141,7 +141,13 @@ func (c *spendCounter) add(tenant string, cost budget.USD) {
 	if !ok {
 		v, _ = c.total.LoadOrStore(tenant, new(atomic.Int64))
 	}
-	v.(*atomic.Int64).Add(int64(cost))
+	n := v.(*atomic.Int64)
+	for { // USD.Add saturates where an int64 sum would wrap negative
+		old := n.Load()
+		if n.CompareAndSwap(old, int64(budget.USD(old).Add(cost))) {
+			return
+		}
+	}
 }
 
 func (c *spendCounter) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }

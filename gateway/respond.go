@@ -181,7 +181,14 @@ func (c *call) writeAnswer() (int, error) {
 	return a.status, nil
 }
 
+// levelFor is the log level of a failed call: info for belay's own
+// refusals and the caller's bad requests, warn for the rest.
 func levelFor(err error) slog.Level {
+	if fe := failure.As(err); fe != nil && fe.Reason == failure.PermissionDenied && fe.Deployment == "" {
+		// A key that reached another tenant's run: worth an operator's
+		// eye, though it is belay's permanent refusal.
+		return slog.LevelWarn
+	}
 	switch failure.KindOf(err) {
 	case failure.Fatal, failure.Permanent:
 		return slog.LevelInfo

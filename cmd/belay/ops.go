@@ -51,6 +51,7 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	if err != nil {
 		return badInput(err)
 	}
+	named := "--store " + url
 	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" && !cmd.Flags().Changed("store") {
 		// The store of the gateway's config, as belay serve --config uses.
 		cfg, err := config.LoadWith(f.Value.String(), unresolved)
@@ -58,6 +59,7 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 			return badInput(err)
 		}
 		url = cfg.Store
+		named = fmt.Sprintf("store %s (of --config %s)", url, f.Value.String())
 	}
 	if path, ok := sqlitePath(url); ok {
 		if _, err := os.Stat(path); err != nil {
@@ -71,7 +73,7 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	st, err := open.Open(ctx, url)
 	switch {
 	case errors.Is(err, open.ErrScheme):
-		return badInput(fmt.Errorf("--store %s: %w", url, err))
+		return badInput(fmt.Errorf("%s: %w", named, err))
 	case err != nil:
 		return exit(1, fmt.Errorf("open store %s: %w", url, err))
 	}

@@ -41,7 +41,7 @@ func runTrace(runID, outcome string) []trace.Span {
 		Start: t0.Add(10 * time.Millisecond), End: t0.Add(310 * time.Millisecond), Status: trace.StatusError,
 		Attrs: map[string]any{trace.AttrDeployment: "openai-a", trace.AttrAttempt: int64(1),
 			trace.AttrFailureKind: "transient", trace.AttrFailureReason: "rate_limited", trace.AttrErrorType: "rate_limited",
-			trace.AttrFailureMessage: "transient: rate_limited: Rate limit reached\x1b[2J"}}
+			trace.AttrFailureMessage: "transient: rate_limited: Rate limit reached\x1b[2J\u202e"}}
 	a2 := trace.Span{TraceID: tid, SpanID: runID + "-a2", ParentID: model.SpanID, RunID: runID, Kind: trace.KindAttempt, Name: "attempt openai-b",
 		Start: t0.Add(400 * time.Millisecond), End: t0.Add(1200 * time.Millisecond), Status: trace.StatusOK,
 		Attrs: map[string]any{trace.AttrDeployment: "openai-b", trace.AttrAttempt: int64(2), trace.AttrWaitMS: int64(90)}}
@@ -180,7 +180,7 @@ func TestTraceShow(t *testing.T) {
 		"  ! budget.alert +2s  fraction=0.8 scope=run",
 		"  model chat gpt-4o  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123",
 		"    attempt openai-a  error  300ms  deployment=openai-a attempt=1 failure=rate_limited kind=transient",
-		"      x transient: rate_limited: Rate limit reached\\x1b[2J",
+		"      x transient: rate_limited: Rate limit reached\\x1b[2J\\u202e",
 		"    attempt openai-b  ok  800ms  deployment=openai-b attempt=2 wait_ms=90",
 		"  tool execute_tool issue_refund  ok  20ms  tool=issue_refund approval=ap-1 approval_state=approved outcome=executed",
 		"(no messages recorded: a gateway records them unless its config says capture: off)",
@@ -191,7 +191,10 @@ func TestTraceShow(t *testing.T) {
 
 	out, _, err = belay(t, url, "trace", "show", "r1", "--attrs")
 	wantCode(t, err, 0, "")
-	wantLines(t, out, "belay.idempotency_key=k-r1")
+	wantLines(t, out, "belay.idempotency_key=k-r1", `belay.failure.message=transient: rate_limited: Rate limit reached\x1b[2J\u202e`)
+	if strings.ContainsAny(out, "\x1b\u202e") {
+		t.Errorf("--attrs printed a control character raw:\n%q", out)
+	}
 
 	out, _, err = belay(t, url, "trace", "show", "r1", "--json")
 	wantCode(t, err, 0, "")

@@ -585,7 +585,14 @@ func escapeControl(s string) string {
 	return b.String()
 }
 
-func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
+// isControl reports whether r is a control character, or a format
+// character that reorders or hides text on a terminal (bidirectional
+// overrides, isolates and marks: U+061C, U+200E–U+200F, U+202A–U+202E,
+// U+2066–U+2069): a provider's message could otherwise forge a line.
+func isControl(r rune) bool {
+	return r < 0x20 || r >= 0x7f && r < 0xa0 || r == 0x61c || r == 0x200e || r == 0x200f ||
+		r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}
 
 func spanDuration(s trace.Span) string {
 	if s.End.IsZero() || s.End.Before(s.Start) {
@@ -647,11 +654,12 @@ func attrOr(a map[string]any, k string) string {
 	return "-"
 }
 
-// everyAttr lists all attributes as key=value, sorted by key.
+// everyAttr lists all attributes as key=value, sorted by key, control
+// characters escaped (escapeControl).
 func everyAttr(a map[string]any) []string {
 	out := make([]string, 0, len(a))
 	for _, k := range slices.Sorted(maps.Keys(a)) {
-		out = append(out, k+"="+attrString(a[k]))
+		out = append(out, escapeControl(k+"="+attrString(a[k])))
 	}
 	return out
 }

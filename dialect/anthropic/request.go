@@ -29,6 +29,9 @@ type Request struct {
 	ToolChoice json.RawMessage `json:"tool_choice,omitempty"`
 	Stream     bool            `json:"stream,omitempty"`
 	MaxTokens  *int64          `json:"max_tokens,omitempty"`
+	// CacheControl is the request's own breakpoint (automatic caching);
+	// see CacheWrites.
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
 
 	// Options belay does not read, declared so that a value of the wrong
 	// type is refused with a 400 naming the field, as Anthropic refuses
@@ -132,6 +135,8 @@ type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// CacheControl marks the tool definitions up to this one for the cache.
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
 }
 
 // ParseRequest decodes body into a Request, keeps body in Raw, and
