@@ -221,12 +221,11 @@ func TestRegression_10_StoreFailureIsTransient503(t *testing.T) {
 // "http://127.0.0.1:4011/v1/chat/completions": ... connection reset`). The
 // body names the deployment and what happened; the URL stays in the log.
 func TestRegression_10_UpstreamErrorsHideURLs(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: connection refused
+	// Port 1 (tcpmux) is outside the ephemeral range, so no test's
+	// listener takes it: connection refused. (A port freed by closing a
+	// listener was taken by a gateway of a test running beside this one,
+	// which answered 404.)
+	const addr = "127.0.0.1:1"
 	g := newGW(t, oneAlias("", openAIDep("down", "gpt-4o-mini", "http://"+addr)), nil)
 	resp, body := g.do("POST", "/v1/chat/completions", chat)
 	_, code, msg := decodeError(t, body)
