@@ -26,19 +26,7 @@ func TestOverLimitAnswerChargedItsOutput(t *testing.T) {
 		io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"%s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":16384}}`, big)
 	})
-	y := fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-max_upstream_body_bytes: 16384
-retry: {max_attempts: 1, base: 1ms, cap: 2ms, max_retry_after: 30s}
-breaker: {consecutive_failures: 1000}
-limits: {max_turns: 50, deadline: 1m, max_cost_usd: 5}
-models:
-  - alias: m
-    deployments:
-      - %s
-`, openAIDep("d", "gpt-4o", up.URL))
-	g := newGW(t, y, nil)
+	g := newGW(t, aliasRetrying(1, "max_upstream_body_bytes: 16384\n", openAIDep("d", "gpt-4o", up.URL)), nil)
 	resp, b := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"write a lot"}]}`, "X-Belay-Run-Id", "over-limit")
 	if resp.StatusCode == 200 {
 		t.Fatalf("status 200: %s", b)
@@ -66,19 +54,7 @@ func TestFallbackChargesPricedPerDeployment(t *testing.T) {
 		io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, okCompletion, 10, 5)
 	})
-	y := fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 1, base: 1ms, cap: 2ms, max_retry_after: 30s}
-breaker: {consecutive_failures: 1000}
-limits: {max_turns: 50, deadline: 1m, max_cost_usd: 5}
-models:
-  - alias: m
-    deployments:
-      - %s
-      - %s
-`, openAIDep("dear", "gpt-4o", dear.URL), openAIDep("cheap", "gpt-4o-mini", cheap.URL))
-	g := newGW(t, y, nil)
+	g := newGW(t, aliasRetrying(1, "", openAIDep("dear", "gpt-4o", dear.URL), openAIDep("cheap", "gpt-4o-mini", cheap.URL)), nil)
 	// A long prompt, so the failed attempt's estimated prompt dominates.
 	msg := make([]byte, 40000)
 	for i := range msg {
@@ -126,18 +102,7 @@ func TestRetriesHeldWithinTheRunsCostLimit(t *testing.T) {
 		// 200 without choices: a transient failure, charged its prompt.
 		fmt.Fprint(w, `{"id":"x","object":"chat.completion","usage":{"prompt_tokens":1000,"completion_tokens":0}}`)
 	})
-	y := fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 4, base: 1ms, cap: 2ms, max_retry_after: 30s}
-breaker: {consecutive_failures: 1000}
-limits: {max_turns: 50, deadline: 1m, max_cost_usd: 5}
-models:
-  - alias: m
-    deployments:
-      - %s
-`, openAIDep("d", "gpt-4o", up.URL))
-	g := newGW(t, y, nil)
+	g := newGW(t, aliasRetrying(4, "", openAIDep("d", "gpt-4o", up.URL)), nil)
 	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"` + strings.Repeat("many words here ", 2000) + `"}]}`
 	// Unbounded but for the gateway's $5: four attempts, each charged.
 	resp, b := g.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", "probe")
@@ -188,20 +153,13 @@ func TestAnthropicOneHourCacheWritesPriced(t *testing.T) {
 		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-5-5\",\"content\":[],\"stop_reason\":null,\"usage\":{"+usage+",\"output_tokens\":1}}}\n\n")
 		writeClaudeHi(w)
 	})
-	g := newGW(t, `
-listen: 127.0.0.1:0
-store: memory://
-models:
-  - alias: c
-    deployments:
-      - {name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
-`, nil)
+	g := newGW(t, aliasRetrying(3, "", claudeDep(up.URL)), nil)
 	// Sonnet 5.5 per million tokens: $2 input, $2.50 5-minute write, $4
 	// 1-hour write (2× input), $10 output.
 	want, _ := budget.ParseUSD("0.0037") // (100·2 + 400·2.50 + 600·4 + 10·10) / 1e6
 	for _, stream := range []bool{false, true} {
 		id := fmt.Sprintf("cache-1h-%v", stream)
-		resp, body := g.do("POST", "/v1/messages", fmt.Sprintf(`{"model":"c","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream),
+		resp, body := g.do("POST", "/v1/messages", fmt.Sprintf(`{"model":"m","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream),
 			"X-Belay-Run-Id", id)
 		if resp.StatusCode != 200 {
 			t.Fatalf("stream %v: status %d: %s", stream, resp.StatusCode, body)
@@ -235,17 +193,10 @@ func TestCacheWritesReservedAtTheirPrice(t *testing.T) {
 		}
 		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-5-5","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":%d,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":%d,"ephemeral_1h_input_tokens":%d},"output_tokens":20}}`, written, written-long, long)
 	})
-	g := newGW(t, `
-listen: 127.0.0.1:0
-store: memory://
-models:
-  - alias: c
-    deployments:
-      - {name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
-`, nil)
+	g := newGW(t, aliasRetrying(3, "", claudeDep(up.URL)), nil)
 	system := strings.Repeat("policy text ", 3400) // about 10,000 tokens: $0.02 at input, $0.04 written for an hour
 	body := func(ttl string) string {
-		return `{"model":"c","max_tokens":20,"system":[{"type":"text","text":"` + system + `","cache_control":{"type":"ephemeral"` + ttl + `}}],"messages":[{"role":"user","content":"hi"}]}`
+		return `{"model":"m","max_tokens":20,"system":[{"type":"text","text":"` + system + `","cache_control":{"type":"ephemeral"` + ttl + `}}],"messages":[{"role":"user","content":"hi"}]}`
 	}
 	resp, b := g.do("POST", "/v1/messages", body(`,"ttl":"1h"`), "X-Belay-Run-Id", "tight", "X-Belay-Max-Cost-Usd", "0.03")
 	if resp.StatusCode != http.StatusPaymentRequired {
@@ -278,7 +229,7 @@ models:
 func TestRetryHeldAtTheReportedPrompt(t *testing.T) {
 	const chars = 8000
 	content := strings.Repeat("你好世界", chars/4)
-	body := `{"model":"c","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"` + content + `"}]}`
+	body := `{"model":"m","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"` + content + `"}]}`
 	req, err := anthropic.ParseRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
@@ -299,16 +250,7 @@ func TestRetryHeldAtTheReportedPrompt(t *testing.T) {
 		}
 		writeClaudeHi(w)
 	})
-	g := newGW(t, `
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 4, base: 1ms, cap: 2ms, max_retry_after: 30s}
-breaker: {consecutive_failures: 1000}
-models:
-  - alias: c
-    deployments:
-      - {name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
-`, nil)
+	g := newGW(t, aliasRetrying(4, "", claudeDep(up.URL)), nil)
 	p := budget.DefaultPricing()
 	estimate, _ := p.Estimate("anthropic", "claude-sonnet-5-5", est, 10)
 	one, _ := p.Cost("anthropic", "claude-sonnet-5-5", budget.Usage{InputTokens: reported, OutputTokens: 10})
@@ -339,4 +281,9 @@ func writeClaudeHi(w io.Writer) {
 	} {
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev[0], ev[1])
 	}
+}
+
+// claudeDep is deployment "a": claude-sonnet-5-5 at base.
+func claudeDep(base string) string {
+	return fmt.Sprintf("{name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: %q, api_key: k}", base)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -105,10 +106,15 @@ func (g *gw) run(id string) store.Run {
 
 // oneAlias is a config with alias "m" over the given deployment lines.
 func oneAlias(extra string, deployments ...string) string {
+	return aliasRetrying(3, extra, deployments...)
+}
+
+// aliasRetrying is oneAlias with retry.max_attempts n.
+func aliasRetrying(n int, extra string, deployments ...string) string {
 	y := `
 listen: 127.0.0.1:0
 store: memory://
-retry: {max_attempts: 3, base: 1ms, cap: 2ms, max_retry_after: 30s}
+retry: {max_attempts: ` + strconv.Itoa(n) + `, base: 1ms, cap: 2ms, max_retry_after: 30s}
 breaker: {consecutive_failures: 1000}
 limits: {max_turns: 50, deadline: 1m, max_cost_usd: 5}
 models:

@@ -201,10 +201,9 @@ type runTurn struct {
 	writes         budget.CacheWrites
 }
 
-// Cover prices each charge at its deployment (one without a price at the
-// admission's estimate, as the run layer charges it) and holds that plus
-// the estimate of one more attempt on the costliest deployment of the
-// chain. The next attempt's prompt is the larger of the admission's
+// Cover prices the charges as Settle will charge them (run.Admitted.Price)
+// and holds that plus the estimate of one more attempt on the costliest
+// deployment of the chain. The next attempt's prompt is the larger of the admission's
 // estimate and the largest prompt charged for an earlier attempt (a
 // provider's count of a prompt in Chinese is above belay's estimate from
 // its length; a charge whose output is estimated still has the prompt the
@@ -214,16 +213,8 @@ func (t *runTurn) Cover(ctx context.Context, charges []Charge) error {
 	for _, c := range charges {
 		prompt = max(prompt, c.Usage.Prompt())
 	}
-	next := t.t.reserve(t.chain, prompt, t.output, t.writes)
-	total := next
-	for _, c := range charges {
-		cost, err := t.t.pricing.Cost(c.Deployment.Provider, c.Deployment.Model, budgetUsage(c.Usage))
-		if err != nil {
-			cost = next
-		}
-		total = total.Add(cost)
-	}
-	return t.adm.Cover(ctx, total)
+	used, _ := t.adm.Price(runOutcome(Outcome{Charges: charges}, false))
+	return t.adm.Cover(ctx, used.Add(t.t.reserve(t.chain, prompt, t.output, t.writes)))
 }
 
 func (t *runTurn) Context() context.Context { return t.adm.Context() }

@@ -92,7 +92,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	defer a.unquote()
 	ctx = context.WithoutCancel(ctx)
 	r := a.r
-	cost, estimated := a.price(u, o)
+	cost, estimated := a.Price(u, o)
 	// Count the spend in memory before the ledger: a record written in
 	// between raises its cost to the ledger's (which counts every
 	// process), and the ledger must never be ahead of this process's own
@@ -191,7 +191,7 @@ type Quote struct {
 // step settled. Quote after Settle or Fail returns the zero Quote and
 // announces nothing. Safe for concurrent use with the run's other steps.
 func (a *Admitted) Quote(u budget.Usage, o Outcome) Quote {
-	cost, estimated := a.price(u, o)
+	cost, estimated := a.Price(u, o)
 	r := a.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -225,13 +225,15 @@ func (a *Admitted) unquote() {
 	}
 }
 
-// price returns the cost of u for the step: each of Outcome.Parts priced
-// at its own model, or, without parts, u priced by the provider and model
+// Price returns the cost of u for the step, as Settle charges it, and
+// whether it is an estimate; unlike Quote it announces nothing. Each of
+// Outcome.Parts is priced at its own model, or, without parts, u priced
+// by the provider and model
 // that served it (Outcome.Provider/Model, else the Step's). Models without
 // a price are charged the step's estimate, once, marked estimated, except
 // that a call that failed without them using any token costs nothing for
 // them: no provider charges for it, so neither does the ledger.
-func (a *Admitted) price(u budget.Usage, o Outcome) (cost budget.USD, estimated bool) {
+func (a *Admitted) Price(u budget.Usage, o Outcome) (cost budget.USD, estimated bool) {
 	parts := o.Parts
 	if len(parts) == 0 {
 		parts = []UsagePart{{Provider: o.Provider, Model: o.Model, Usage: u}}
