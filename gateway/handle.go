@@ -227,7 +227,11 @@ func (c *call) serve() (int, error) {
 	c.setRouteHeaders(&res)
 	var status int
 	var werr error
-	if err != nil {
+	if _, ok := errors.AsType[*coverStoreError](err); ok {
+		fe := asFailure(err)
+		c.unavailable(storeUnavailableType, fe.Message, storeRetryAfterMS)
+		status, werr = http.StatusServiceUnavailable, fe
+	} else if err != nil {
 		status, werr = c.refuseUpstream(asFailure(err))
 	} else {
 		status, werr = c.writeAnswer()
@@ -422,9 +426,9 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 // attempt fe used tokens: what the call's attempts have used so far and
 // one more attempt's estimate (Turn.Cover). When that does not fit the
 // run's or the tenant's money, or the store cannot hold it, the router is
-// stopped before its next attempt: the call fails with the refusal (which
-// names fe), or with fe when the store failed, rather than spend past a
-// limit.
+// stopped before its next attempt, rather than spend past a limit: the
+// call fails with the refusal (which names fe), or, when the store
+// failed, with 503 store_unavailable naming fe (see coverStoreError).
 func (c *call) coverNext(fe *failure.Error) {
 	c.mu.Lock()
 	charges := slices.Clone(c.charges)
@@ -441,8 +445,21 @@ func (c *call) coverNext(fe *failure.Error) {
 	}
 	c.s.log.LogAttrs(c.r.Context(), slog.LevelWarn, "store failed: a call is not retried without the money for its retry held",
 		slogString("run", c.runID), slogString("deployment", fe.Deployment), slogErr(err))
-	c.stopAttempts(fe)
+	stop := errStoreUnavailable(&coverStoreError{err: err})
+	stop.Deployment = fe.Deployment
+	stop.Message = fmt.Sprintf("belay's store is unavailable: not retried after attempt %d failed (%s: %s), "+
+		"since the money for the retry could not be held; what the attempts used is charged; retry shortly", c.attempts, fe.Reason, fe.Message)
+	c.stopAttempts(stop)
 }
+
+// coverStoreError is the Cause of the failure that stops a call whose
+// retry's money the store could not hold (coverNext): the call answers
+// 503 store_unavailable, retryable by the client, as an admission the
+// store failed does.
+type coverStoreError struct{ err error }
+
+func (e *coverStoreError) Error() string { return e.err.Error() }
+func (e *coverStoreError) Unwrap() error { return e.err }
 
 // rejectsCredentials reports whether an upstream failure with reason r is
 // the provider's refusal of a deployment's credentials: authentication

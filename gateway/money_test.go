@@ -11,6 +11,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/trace"
 )
 
@@ -286,4 +287,36 @@ func writeClaudeHi(w io.Writer) {
 // claudeDep is deployment "a": claude-sonnet-5-5 at base.
 func claudeDep(base string) string {
 	return fmt.Sprintf("{name: a, provider: anthropic, model: claude-sonnet-5-5, base_url: %q, api_key: k}", base)
+}
+
+// A retry whose money the store cannot hold is not made, and the client
+// is told so as an admission the store failed is answered: 503
+// store_unavailable with Retry-After and without x-should-retry: false,
+// naming the attempt's failure (it answered the upstream's failure with
+// x-should-retry: false, as if belay had spent its retries).
+func TestRetryNotHeldWhenTheStoreFails(t *testing.T) {
+	st := &flakyStore{Store: memstore.New()}
+	var calls atomic.Int32
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		calls.Add(1)
+		st.fail.Store(true) // the store fails while the attempt is upstream
+		// 200 without choices: a transient failure, charged its prompt.
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","usage":{"prompt_tokens":1000,"completion_tokens":0}}`)
+	})
+	g := newGW(t, aliasRetrying(4, "", openAIDep("d", "gpt-4o", up.URL)), st)
+	resp, b := g.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "r1") // a named run's money is in the store
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(b, `"code":"store_unavailable"`) {
+		t.Fatalf("status %d: %s; want 503 store_unavailable", resp.StatusCode, b)
+	}
+	if resp.Header.Get("X-Should-Retry") == "false" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("x-should-retry %q, retry-after %q; want the client's SDK to retry later",
+			resp.Header.Get("X-Should-Retry"), resp.Header.Get("Retry-After"))
+	}
+	if n := calls.Load(); n != 1 || resp.Header.Get("X-Belay-Attempts") != "1" {
+		t.Errorf("%d upstream calls, attempts %q; want 1 (no retry without its money held)", n, resp.Header.Get("X-Belay-Attempts"))
+	}
+	if !strings.Contains(b, "not retried after attempt 1 failed") {
+		t.Errorf("the answer does not name the attempt's failure: %s", b)
+	}
 }
