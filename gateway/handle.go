@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -40,18 +41,22 @@ type call struct {
 	req    *request
 	chain  []route.Deployment
 
-	turn      Turn   // the admitted turn (nil before admission)
-	attempts  int    // attempts started so far
-	firstDep  string // the chain's first deployment
-	committed bool   // the response header has been written
-	answer    *answer
-	streamed  streamFollower // the committed stream's follower (nil: none)
-	ttft      time.Duration
-	writeBy   time.Time // the write deadline set on the client's connection (zero: none)
+	turn          Turn   // the admitted turn (nil before admission)
+	attempts      int    // attempts started so far
+	firstDep      string // the chain's first deployment
+	committed     bool   // the response header has been written
+	answer        *answer
+	streamed      streamFollower // the committed stream's follower (nil: none)
+	streamCharged bool           // chargeStream has charged the committed stream
+	ttft          time.Duration
+	writeBy       time.Time // the write deadline set on the client's connection (zero: none)
 
 	// stopAttempts ends the router's loop before its next attempt, with
 	// the cause the call's failure becomes (see coverNext).
 	stopAttempts context.CancelCauseFunc
+
+	aw       answerWriter // w's value
+	settling bool         // the turn's settle has begun
 
 	mu      sync.Mutex
 	charges []Charge
@@ -67,10 +72,12 @@ func frontFor(d string) front {
 // serveModel returns the handler of one model endpoint.
 func (s *Server) serveModel(f front) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := &call{s: s, f: f, w: w, r: r, start: time.Now()}
+		c := &call{s: s, f: f, r: r, start: time.Now()}
+		c.aw.ResponseWriter = w
+		c.w = &c.aw
 		s.calls.Add(1)
 		defer s.calls.Add(-1) // also when the handler panics
-		status, err := c.serve()
+		status, err := c.serveGuarded()
 		if !c.writeBy.IsZero() {
 			// The server sets no write deadline of its own, so one set
 			// here would carry over to the connection's next request.
@@ -91,6 +98,76 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 		}
 	}
 }
+
+// serveGuarded is serve, with a panic on the request path (a bug, or one
+// in an Options.Upstream or Approver) turned into the call's failure
+// instead of a dropped connection: see panicked.
+func (c *call) serveGuarded() (status int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler { // a deliberate abort: net/http's to handle
+				panic(p)
+			}
+			status, err = c.panicked(p, debug.Stack())
+		}
+	}()
+	return c.serve()
+}
+
+// panicked ends a call whose request path panicked with p: it logs p and
+// stack at error level; settles the admitted turn, when its settle had
+// not begun, with what the attempts so far used (so that the run's
+// reservation is released and the run does not stay live waiting for a
+// settle); and answers 500 in the client's dialect (OpenAI's
+// server_error, Anthropic's api_error) with x-should-retry: false when
+// no answer had begun, or ends a stream already relaying with an error
+// event. A panic after the answer was written is only logged and settled.
+func (c *call) panicked(p any, stack []byte) (int, error) {
+	fe := &failure.Error{Kind: failure.Permanent, Reason: failure.Unknown, Status: http.StatusInternalServerError,
+		Message: "belay failed on this call with an internal error (logged with its stack trace); the same request may fail the same way"}
+	c.s.log.LogAttrs(c.r.Context(), slog.LevelError, "panic serving a model call", slogString("run", c.runID),
+		slogString("tenant", c.tenant.Name), slogString("model", c.alias),
+		slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(stack)))
+	if c.turn != nil && !c.settling {
+		c.settling = true
+		var charges []Charge
+		if c.mu.TryLock() { // a panic while it was held left it locked
+			charges, c.charges = c.charges, nil
+			c.mu.Unlock()
+		}
+		if _, err := c.turn.Settle(context.WithoutCancel(c.r.Context()), Outcome{Charges: charges, Err: fe}); err != nil {
+			c.s.log.LogAttrs(c.r.Context(), levelFor(err), "settle failed", slogString("run", c.runID), slogErr(err))
+		}
+	}
+	switch {
+	case c.committed:
+		_ = c.relay(c.f.errorEvent(fe))
+	case !c.aw.begun:
+		return c.refuse(fe)
+	}
+	return http.StatusInternalServerError, fe
+}
+
+// answerWriter is a call's http.ResponseWriter: it notes whether the
+// answer has begun (a status or a byte written), for panicked. Used by
+// the call's goroutine only; http.ResponseController reaches the
+// server's writer through Unwrap.
+type answerWriter struct {
+	http.ResponseWriter
+	begun bool
+}
+
+func (w *answerWriter) WriteHeader(code int) {
+	w.begun = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *answerWriter) Write(b []byte) (int, error) {
+	w.begun = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // serve runs the request path and returns the HTTP status sent and the
 // call's failure (nil on success).
@@ -195,6 +272,7 @@ func (c *call) serve() (int, error) {
 	// settle + record, respond
 	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
 	settle := func() budget.USD {
+		c.settling = true
 		if s.cfg.Capture != config.CaptureOff { // for the record only: after the answer
 			out.InputMessages, out.OutputMessages = c.payload()
 		}
@@ -394,6 +472,22 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 	defer wd.stop()
 	var sent atomic.Bool
 	charged := c.chargeCount()
+	defer func() {
+		if p := recover(); p != nil {
+			// A panic during the attempt (see serveGuarded): charge what
+			// it used, unless it was charged, as a cut stream (the
+			// committed stream is this attempt's) or a canceled attempt
+			// is charged.
+			switch {
+			case c.chargeCount() != charged:
+			case c.streamed != nil:
+				c.chargeStream(d, c.streamed)
+			case sent.Load():
+				c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
+			}
+			panic(p)
+		}
+	}()
 	var err error
 	if c.req.stream {
 		err = c.attemptStream(ctx, wd, d, &sent)
