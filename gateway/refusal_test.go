@@ -294,7 +294,11 @@ func TestDeadlineNamesTheAttemptsFailure(t *testing.T) {
 		io.Copy(io.Discard, r.Body) // the server then sees the client leave
 		<-r.Context().Done()
 	})
-	g := newGW(t, tokenLimitConfig(up.URL, "{max_turns: 5, deadline: 1m}")+"timeouts: {first_byte: 40ms}\n", nil)
+	// Attempts enough that only the deadline can end the call: with 3 (a
+	// third attempt's first_byte 20 ms after the deadline) a loaded
+	// machine's late deadline timer let the attempts run out first.
+	y := strings.Replace(tokenLimitConfig(up.URL, "{max_turns: 5, deadline: 1m}"), "max_attempts: 3,", "max_attempts: 50, chain_max_attempts: 50,", 1)
+	g := newGW(t, y+"timeouts: {first_byte: 40ms}\n", nil)
 	resp, body := g.do("POST", "/v1/chat/completions", chat, "X-Belay-Deadline", "0.1")
 	want := "attempt N failed with timeout: upstream deployment d: no response headers within timeouts.first_byte)"
 	if resp.StatusCode != 504 || !strings.Contains(body, `"code":"deadline_exceeded"`) ||
