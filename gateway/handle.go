@@ -219,8 +219,7 @@ func (c *call) serve() (int, error) {
 	}
 	switch flags, killed, open := s.unservable(c.chain); {
 	case killed:
-		return c.refuse(refusal(failure.Killed, fmt.Sprintf(
-			"every deployment of model %q is disabled by a kill flag (%s; undo with belay unkill)", req.model, strings.Join(flags, "; "))))
+		return c.refuse(c.killedFailure(flags))
 	case open:
 		if wait, ok := s.reopenIn(c.chain, time.Now()); ok {
 			return c.refuseAllOpen(wait)
@@ -449,6 +448,13 @@ func (s *Server) unservable(chain []route.Deployment) (flags []string, killed, o
 		return nil, false, true
 	}
 	return flags, true, false
+}
+
+// killedFailure is the refusal of a call whose model's every deployment
+// a kill flag disables (flags: the flags, as unservable returns them).
+func (c *call) killedFailure(flags []string) *failure.Error {
+	return refusal(failure.Killed, fmt.Sprintf(
+		"every deployment of model %q is disabled by a kill flag (%s; undo with belay unkill)", c.alias, strings.Join(flags, "; ")))
 }
 
 // settleAfterAnswerMax is the largest answer body (bytes) written before

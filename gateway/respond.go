@@ -49,9 +49,19 @@ func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
 		cp.Message = fmt.Sprintf("upstream deployment %s %s (HTTP %d from the provider: %s); "+
 			"your key to belay was accepted: the gateway's config must fix that deployment's %s", fe.Deployment, what, fe.Status, message(fe), fix)
 		fe = &cp
-	case fe.Reason == failure.CircuitOpen && c.attempts == 0:
-		if wait, ok := c.s.reopenIn(c.chain, time.Now()); ok {
-			fe = c.allOpenFailure(wait)
+	case fe.Reason == failure.CircuitOpen:
+		// Every deployment refused the call's next attempt: a kill flag
+		// set while it ran (checked before each attempt) is why, or
+		// its breakers opened.
+		if flags, killed, _ := c.s.unservable(c.chain); killed {
+			fe = c.killedFailure(flags)
+			if c.attempts > 0 {
+				fe.Message += fmt.Sprintf(" (set while the call was being retried; attempts made: %d)", c.attempts)
+			}
+		} else if c.attempts == 0 {
+			if wait, ok := c.s.reopenIn(c.chain, time.Now()); ok {
+				fe = c.allOpenFailure(wait)
+			}
 		}
 	}
 	return c.refuse(fe)

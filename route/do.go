@@ -254,7 +254,8 @@ const (
 	// spent: left with a transient failure that could be retried there
 	// later (its attempts used up, or its retry budget refusing).
 	spent
-	// refused: its breaker refused the first attempt, or Skip passed over it.
+	// refused: its breaker refused the first attempt, or Skip passed over it
+	// (before any attempt, or before a retry).
 	refused
 )
 
@@ -332,7 +333,7 @@ func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Err
 		if err := l.ctx.Err(); err != nil {
 			return stop, contextFailure(err, last)
 		}
-		if try == 1 && l.r.skip != nil && l.r.skip(&m.d) {
+		if l.r.skip != nil && l.r.skip(&m.d) { // also before a retry: a kill applies to calls retrying on it
 			l.res.refuse(m.d.Name)
 			return refused, nil
 		}

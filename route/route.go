@@ -93,10 +93,11 @@ type Config struct {
 	// changes state, without any lock held (see breaker.Settings).
 	OnBreakerChange func(deployment string, from, to breaker.State)
 
-	// Skip, if set, is asked before each deployment of a call is tried;
-	// true passes over it as if its breaker were open (an operator
-	// disabled it with the kill switch). It must be fast and safe for
-	// concurrent use.
+	// Skip, if set, is asked before each attempt of a call on a
+	// deployment, retries included; true passes over the deployment as
+	// if its breaker were open (an operator disabled it with the kill
+	// switch), also in the middle of the call's retries on it. It must
+	// be fast and safe for concurrent use.
 	Skip func(d *Deployment) bool
 }
 
