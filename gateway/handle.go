@@ -450,6 +450,15 @@ func (s *Server) unservable(chain []route.Deployment) (flags []string, killed, o
 	return flags, true, false
 }
 
+// outcomeUnknown reports whether an attempt that failed for reason r,
+// after its request was sent, may have been processed and billed by the
+// provider: no answer came (a timeout, a lost connection) or it was cut
+// (a stream without its terminator). An error the provider answered (an
+// HTTP error status, an error event) is not billed.
+func outcomeUnknown(r failure.Reason) bool {
+	return r == failure.Timeout || r == failure.ConnectionError || r == failure.StreamInterrupted
+}
+
 // killedFailure is the refusal of a call whose model's every deployment
 // a kill flag disables (flags: the flags, as unservable returns them).
 func (c *call) killedFailure(flags []string) *failure.Error {
@@ -503,13 +512,16 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 	if err == nil {
 		return nil
 	}
-	if sent.Load() && ctx.Err() != nil && timeoutCause(ctx) == nil && c.chargeCount() == charged {
-		// Canceled (the client went away, the run was killed or stopped)
-		// after the request reached the provider, which bills the prompt:
-		// charge it, estimated, as a cut stream is charged.
+	fe := publicFailure(asFailure(err), d.Name)
+	if sent.Load() && c.chargeCount() == charged && (ctx.Err() != nil || outcomeUnknown(fe.Reason)) {
+		// The request reached the provider, and the attempt ended without
+		// its answer or its word that it failed: canceled (the client
+		// went away, the run was killed or stopped), timed out, its
+		// connection lost or its stream cut. The provider bills the
+		// prompt: charge it, estimated, as a cut stream is charged, so
+		// that the run's limits count it and hold the retry's money.
 		c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
 	}
-	fe := publicFailure(asFailure(err), d.Name)
 	if fe.Kind != failure.Fatal && !c.committed && c.chargeCount() > charged {
 		c.coverNext(fe)
 	}

@@ -193,6 +193,9 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	defer resp.Body.Close()
 	wd.arm(c.s.cfg.Timeouts.Idle.D(), errIdle)
 	fe, head, rerr := failure.ClassifyHTTP(frontFor(d.Dialect).dialect(), resp)
+	if rerr != nil && resp.StatusCode/100 == 2 { // fe classifies rerr
+		c.chargeCut(d)
+	}
 	if fe != nil {
 		if timeoutCause(ctx) != nil { // what came is an artifact of the watchdog's cancel
 			return attemptError(ctx, rerr)
@@ -208,6 +211,7 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	}
 	rest, rerr := io.ReadAll(io.LimitReader(idleReader{resp.Body, wd, c.s.cfg.Timeouts.Idle.D()}, limit-int64(len(head))+1))
 	if rerr != nil {
+		c.chargeCut(d)
 		return attemptError(ctx, rerr)
 	}
 	if int64(len(head)+len(rest)) > limit {
@@ -235,6 +239,15 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	c.charge(d, u, !ok)
 	c.answer = &answer{status: resp.StatusCode, header: resp.Header, body: body}
 	return nil
+}
+
+// chargeCut charges a 2xx answer whose body did not arrive whole (the
+// connection lost, timeouts.idle, a cancel). A non-streamed answer is
+// sent once generated, so the provider bills it whole: the prompt and,
+// its usage unread, the request's output limit (or
+// DefaultReserveOutputTokens), estimated, as overLimit charges.
+func (c *call) chargeCut(d *route.Deployment) {
+	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: cmp.Or(c.req.maxOutput, DefaultReserveOutputTokens)}, true)
 }
 
 // utf8BOM is the UTF-8 encoding of U+FEFF.
