@@ -320,3 +320,34 @@ func TestRetryNotHeldWhenTheStoreFails(t *testing.T) {
 		t.Errorf("the answer does not name the attempt's failure: %s", b)
 	}
 }
+
+// The run's token limit holds for a call's retries as its money limit
+// does: the tokens the failed attempts used and the next attempt's
+// estimate are held before it is made (an adversarial review: one call's
+// four attempts took a run with a 2,500-token limit to 4,187 tokens).
+func TestRetriesHeldWithinTheRunsTokenLimit(t *testing.T) {
+	var calls atomic.Int32
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		calls.Add(1)
+		// 200 without choices: transient, charged its prompt.
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","usage":{"prompt_tokens":1000,"completion_tokens":0}}`)
+	})
+	y := strings.Replace(aliasRetrying(4, "", openAIDep("d", "gpt-4o", up.URL)), "max_cost_usd: 5}", "max_cost_usd: 5, max_tokens: 2500}", 1)
+	if !strings.Contains(y, "max_tokens: 2500") {
+		t.Fatalf("config without the token limit:\n%s", y)
+	}
+	g := newGW(t, y, nil)
+	// About 1,000 prompt tokens and 100 output: two attempts fit, a third does not.
+	body := `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 800) + `"}]}`
+	resp, b := g.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", "tok")
+	if resp.StatusCode != http.StatusPaymentRequired || calls.Load() != 2 || !strings.Contains(b, "not retried after attempt 2 failed") ||
+		!strings.Contains(b, "token limit") {
+		t.Fatalf("status %d after %d upstream calls: %s; want 402 after 2, naming the token limit", resp.StatusCode, calls.Load(), b)
+	}
+	// Each failed attempt is charged the prompt the provider stated and
+	// its answer's length as estimated output.
+	if rec := g.run("tok"); rec.InputTokens+rec.OutputTokens > 2500 || rec.InputTokens < 2000 {
+		t.Errorf("run %+v; want the two attempts' 2,000-odd tokens, within 2,500", rec)
+	}
+}

@@ -208,10 +208,19 @@ type runTurn struct {
 // provider's count of a prompt in Chinese is above belay's estimate from
 // its length; a charge whose output is estimated still has the prompt the
 // provider stated, or the admission's estimate).
+//
+// It holds the tokens likewise against the run's token limit (the
+// charges' tokens and the next attempt's prompt and output estimate),
+// before the money.
 func (t *runTurn) Cover(ctx context.Context, charges []Charge) error {
 	prompt := t.prompt
+	var tokens int64
 	for _, c := range charges {
 		prompt = max(prompt, c.Usage.Prompt())
+		tokens += c.Usage.Total()
+	}
+	if err := t.adm.HoldTokens(tokens + prompt + t.output); err != nil {
+		return err
 	}
 	used, _ := t.adm.Price(runOutcome(Outcome{Charges: charges}, false))
 	return t.adm.Cover(ctx, used.Add(t.t.reserve(t.chain, prompt, t.output, t.writes)))

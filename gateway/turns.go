@@ -83,11 +83,11 @@ type Turn interface {
 	// the run's next call waits for the settle.
 	Quote(o Outcome) (cost budget.USD, later bool)
 	// Cover holds what charges (the attempts so far that used tokens)
-	// cost, plus one more attempt's estimate (priced as the admission's
-	// reservation), before the router retries or falls back: a call's
-	// money limits hold for every attempt, not only the first. A refusal
-	// is a Fatal budget_exceeded *failure.Error, and no further attempt
-	// may be made; any other error is the store's.
+	// cost and used, plus one more attempt's estimate (priced as the
+	// admission's reservation), before the router retries or falls back:
+	// a call's money and token limits hold for every attempt, not only
+	// the first. A refusal is a Fatal budget_exceeded *failure.Error, and
+	// no further attempt may be made; any other error is the store's.
 	Cover(ctx context.Context, charges []Charge) error
 	// Settle charges what the call used, releases the rest of the
 	// reservation, records the step and its attempts, and returns the cost

@@ -265,3 +265,57 @@ func TestRefusalSaysWhatTheRunSpent(t *testing.T) {
 		t.Errorf("refusal %v; want budget_exceeded saying the run has spent $0.35", err)
 	}
 }
+
+// HoldTokens counts more of a step against the run's token limit: the
+// run's other admissions see it, what does not fit is refused without
+// change, and the hold ends with the step.
+func TestHoldTokens(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	step := func() Step { s := modelStep(cents(1)); s.EstimatedTokens = 40; return s }
+
+	// A hold counts for the run's next admission.
+	r1 := f.start(t, Spec{ID: "tok1", Limits: store.Limits{MaxTokens: 100}})
+	a, err := r1.Admit(ctx, step())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.HoldTokens(70); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r1.Admit(ctx, step()); failure.As(err) == nil || failure.As(err).Reason != failure.BudgetExceeded {
+		t.Fatalf("a 40-token step beside a 70-token hold under a 100-token limit: %v; want budget_exceeded", err)
+	}
+
+	r := f.start(t, Spec{ID: "tok", Limits: store.Limits{MaxTokens: 100}})
+	a, err = r.Admit(ctx, step())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.HoldTokens(30); err != nil { // below its estimate: nothing to do
+		t.Fatal(err)
+	}
+	if err := a.HoldTokens(70); err != nil {
+		t.Fatal(err)
+	}
+	err = a.HoldTokens(101)
+	if fe := failure.As(err); fe == nil || fe.Reason != failure.BudgetExceeded || fe.Kind != failure.Fatal ||
+		!strings.Contains(fe.Message, "101, do not fit the run's limit of 100") {
+		t.Fatalf("HoldTokens(101): %v; want a Fatal budget_exceeded", err)
+	}
+	if err := a.Settle(ctx, budget.Usage{InputTokens: 20, OutputTokens: 10}, Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.HoldTokens(80); !errors.Is(err, ErrSettled) {
+		t.Fatalf("HoldTokens after Settle: %v; want ErrSettled", err)
+	}
+	// 30 used and the hold gone: a 40-token step fits, a second does not (30 + 40 + 40 > 100).
+	b, err := r.Admit(ctx, step())
+	if err != nil {
+		t.Fatalf("after the settle: %v", err)
+	}
+	defer b.Fail(ctx, errors.New("done"))
+	if _, err := r.Admit(ctx, step()); failure.As(err) == nil {
+		t.Fatal("a third step fit 30 used and 40 in flight under 100")
+	}
+}

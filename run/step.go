@@ -63,8 +63,11 @@ type Admitted struct {
 	resID        string // "" when nothing was reserved
 	// held is the money the step holds: its estimate, and what Cover
 	// added; extra are the ids of Cover's reservations. Under r.mu.
-	held  budget.USD
-	extra []string
+	held budget.USD
+	// tokens is what the step counts in the run's pending tokens: its
+	// EstimatedTokens, or more after HoldTokens. Under r.mu.
+	tokens int64
+	extra  []string
 	// cover makes Cover calls one at a time (a semaphore, made by the
 	// first Cover under r.mu): each reads what the step holds after the
 	// one before has added to it.
@@ -227,6 +230,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 			r.rec.ToolCalls++
 		}
 		r.pending += s.EstimatedTokens
+		a.tokens = s.EstimatedTokens
 		r.open[a] = struct{}{}
 		r.lastActive = now
 		private, r.fresh = r.fresh && privateOK, false
@@ -517,7 +521,7 @@ func (r *Run) unadmitLocked(a *Admitted) {
 	} else {
 		r.rec.ToolCalls--
 	}
-	r.pending -= a.step.EstimatedTokens
+	r.pending -= a.tokens
 	delete(r.open, a)
 }
 
@@ -698,6 +702,40 @@ func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
 	return nil
 }
 
+// HoldTokens makes the step count at least n tokens (those its attempts
+// used so far and its next attempt's estimate) against the run's token
+// limit (Limits.MaxTokens), as Cover does for money: a caller that
+// retries a call or falls back after attempts that used tokens holds
+// them before the next attempt (an adversarial review: one call's
+// retries took a run to 4,187 tokens past a limit of 2,500). The hold
+// counts, with the step's own estimate, until the step closes. A
+// refusal is a Fatal BudgetExceeded *failure.Error and changes nothing;
+// the step stays open. HoldTokens on a closed step returns ErrSettled.
+// Like the admission's token check, it counts what this process knows
+// of the run (see Limits.MaxTokens). Safe for concurrent use.
+func (a *Admitted) HoldTokens(n int64) error {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.settled {
+		return ErrSettled
+	}
+	if n <= a.tokens {
+		return nil
+	}
+	if lim := r.rec.Limits.MaxTokens; lim > 0 {
+		others := r.rec.InputTokens + r.rec.OutputTokens + r.pending - a.tokens
+		if others+n > lim {
+			return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
+				Message: fmt.Sprintf("token limit: the call's tokens so far with its next attempt's estimate, %d, do not fit the run's limit of %d "+
+					"(%d used or in flight by the rest of the run)", n, lim, others)}
+		}
+	}
+	r.pending += n - a.tokens
+	a.tokens = n
+	return nil
+}
+
 // coverRefusal is Cover's refusal: total does not fit in scope's limit,
 // the step holding held.
 func coverRefusal(total, held budget.USD, scope budget.Scope, limit budget.USD, cause error) *failure.Error {
@@ -716,7 +754,7 @@ func (a *Admitted) close() bool {
 		return false
 	}
 	a.settled = true
-	r.pending -= a.step.EstimatedTokens
+	r.pending -= a.tokens
 	delete(r.open, a)
 	a.end = r.m.now()
 	r.lastActive = a.end // with the step's removal: see idleAtDeadline
