@@ -545,8 +545,14 @@ func (c *call) coverNext(fe *failure.Error) {
 	c.mu.Lock()
 	charges := slices.Clone(c.charges)
 	c.mu.Unlock()
-	err := c.turn.Cover(context.WithoutCancel(c.r.Context()), charges)
+	// The call's context: a store that hangs does not hold a call whose
+	// client left or whose run was killed.
+	err := c.turn.Cover(c.turn.Context(), charges)
 	if err == nil {
+		return
+	}
+	if c.r.Context().Err() != nil { // the client went away
+		c.stopAttempts(failure.Wrap(failure.Canceled, context.Cause(c.r.Context())))
 		return
 	}
 	if refused := failure.As(err); refused != nil {

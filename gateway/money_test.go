@@ -1,16 +1,20 @@
 package gateway_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/trace"
 )
@@ -349,5 +353,56 @@ func TestRetriesHeldWithinTheRunsTokenLimit(t *testing.T) {
 	// its answer's length as estimated output.
 	if rec := g.run("tok"); rec.InputTokens+rec.OutputTokens > 2500 || rec.InputTokens < 2000 {
 		t.Errorf("run %+v; want the two attempts' 2,000-odd tokens, within 2,500", rec)
+	}
+}
+
+// hangingReserve is a store whose Reserve, once hang is set, blocks until
+// its context ends (a store that hangs rather than fails).
+type hangingReserve struct {
+	store.Store
+	hang     atomic.Bool
+	entered  chan struct{}
+	returned chan error
+}
+
+func (s *hangingReserve) Reserve(ctx context.Context, r budget.Reservation) error {
+	if !s.hang.Load() {
+		return s.Store.Reserve(ctx, r)
+	}
+	close(s.entered)
+	<-ctx.Done()
+	s.returned <- context.Cause(ctx)
+	return context.Cause(ctx)
+}
+
+// The money for a retry is held with the call's context: a store that
+// hangs does not hold a call whose client has gone (it held it with a
+// context that never ended).
+func TestCoverEndsWithTheClient(t *testing.T) {
+	st := &hangingReserve{Store: memstore.New(), entered: make(chan struct{}), returned: make(chan error, 1)}
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		st.hang.Store(true)
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","usage":{"prompt_tokens":1000,"completion_tokens":0}}`)
+	})
+	g := newGW(t, aliasRetrying(4, "", openAIDep("d", "gpt-4o", up.URL)), st)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-st.entered // the retry's money is being held
+		cancel()
+	}()
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.srv.URL+"/v1/chat/completions", strings.NewReader(chat))
+	req.Header.Set("X-Belay-Run-Id", "gone")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("status %d; want the client's request canceled", resp.StatusCode)
+	}
+	select {
+	case err := <-st.returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the held Reserve ended with %v; want the client's cancel", err)
+		}
+	case <-time.After(10 * time.Second): // a guard against a hang, not a wait for success
+		t.Fatal("the store's Reserve still holds the call 10 s after its client left")
 	}
 }
