@@ -18,11 +18,13 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -133,8 +135,10 @@ type Deployment struct {
 	// BaseURL defaults to the provider's public API; "sim://" is the
 	// built-in simulator.
 	BaseURL string `yaml:"base_url"`
-	// APIKey is the provider credential, usually env:NAME. Required except
-	// for the simulator.
+	// APIKey is the provider credential, usually env:NAME. Required for
+	// the providers' own APIs (api.openai.com, api.anthropic.com); a
+	// self-hosted base_url (vLLM, Ollama) may go without, and its calls
+	// then carry no Authorization or x-api-key header.
 	APIKey Secret `yaml:"api_key"`
 }
 
@@ -364,7 +368,7 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		// newcomer found it). limits: {} sets none.
 		c.Limits, c.LimitsDefaulted = DefaultLimits(), true
 	}
-	if err := c.resolve(lookup); err != nil {
+	if err := c.resolve(lookup, chk.line); err != nil {
 		return nil, chk.locate(err)
 	}
 	c.applyDefaults()
@@ -384,19 +388,17 @@ func (c *checker) locate(err error) error {
 }
 
 // resolve fills every secret's value. A reference that does not resolve
-// is an *Error at the first such field; when several do not, its message
-// names the others too, so one start shows every variable to set (a
+// is an *Error at the first such field in the file (line gives a path's
+// line); when several do not, its message names the others too, so one start shows every variable to set (a
 // newcomer restarted once per missing variable).
-func (c *Config) resolve(lookup func(string) (string, bool)) error {
-	var first *Error
-	var others []string
+func (c *Config) resolve(lookup func(string) (string, bool), line func(path string) int) error {
+	var errs []*Error
 	try := func(s *Secret, field string) {
 		if e := s.resolve(field, lookup); e != nil {
-			if first == nil {
-				first = e
-			} else {
-				others = append(others, e.Path+": "+e.Msg)
+			if e.Line == 0 {
+				e.Line = line(e.Path)
 			}
+			errs = append(errs, e)
 		}
 	}
 	try(&c.AdminKey, "admin_key")
@@ -408,10 +410,17 @@ func (c *Config) resolve(lookup func(string) (string, bool)) error {
 	for i := range c.Tenants {
 		try(&c.Tenants[i].Key, fmt.Sprintf("tenants[%d].key", i))
 	}
-	if first == nil {
+	if len(errs) == 0 {
 		return nil
 	}
-	if len(others) > 0 {
+	// In the file's order: the error names the first line to fix.
+	slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+	first := errs[0]
+	if len(errs) > 1 {
+		others := make([]string, 0, len(errs)-1)
+		for _, e := range errs[1:] {
+			others = append(others, e.Path+": "+e.Msg)
+		}
 		first.Msg += " (also " + strings.Join(others, "; ") + ")"
 	}
 	return first

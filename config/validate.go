@@ -112,11 +112,14 @@ func (c *Config) validateModels() error {
 			if d.IsSim() {
 				continue
 			}
-			if u, err := url.Parse(d.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			u, err := url.Parse(d.BaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return bad(df+".base_url", "%q is not an http(s) URL or %s", d.BaseURL, SimBaseURL)
 			}
-			if !d.APIKey.IsSet() {
-				return bad(df+".api_key", "is required (a literal or env:NAME)")
+			if !d.APIKey.IsSet() && (u.Host == providerHost(OpenAIBaseURL) || u.Host == providerHost(AnthropicBaseURL)) {
+				// A self-hosted endpoint (vLLM, Ollama) may take no key:
+				// the call then goes without Authorization or x-api-key.
+				return bad(df+".api_key", "is required for %s (a literal or env:NAME)", u.Host)
 			}
 		}
 	}
@@ -238,4 +241,10 @@ func (c *Config) TenantLimits(name string) Limits {
 		}
 	}
 	return c.Limits
+}
+
+// providerHost is the host of a provider's base URL.
+func providerHost(base string) string {
+	u, _ := url.Parse(base)
+	return u.Host
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/belay-run/belay/gateway"
@@ -71,5 +72,25 @@ func TestRejectedCredentialsLoggedAsError(t *testing.T) {
 				t.Errorf("log calls the rejection a degradation or repeats it:\n%s", log)
 			}
 		})
+	}
+}
+
+// A self-hosted deployment (vLLM, Ollama) may have no api_key: its calls
+// carry no credential, neither a key of belay's nor the client's key to
+// belay.
+func TestDeploymentWithoutAPIKey(t *testing.T) {
+	var auth atomic.Value
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		auth.Store(r.Header.Get("Authorization") + "|" + r.Header.Get("X-Api-Key"))
+		fmt.Fprintf(w, okCompletion, 10, 5)
+	})
+	g := newGW(t, oneAlias("tenants: [{name: t, key: sk-client}]\npricing: {llama: {input: 0, output: 0}}\n", fmt.Sprintf("{name: local, provider: openai, model: llama, base_url: %q}", up.URL+"/v1")), nil)
+	resp, body := g.do("POST", "/v1/chat/completions", chat, "Authorization", "Bearer sk-client")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if got := auth.Load(); got != "|" {
+		t.Errorf("upstream saw credentials %q; want none", got)
 	}
 }
