@@ -307,7 +307,15 @@ func (s *Server) adminDecide(state store.ApprovalState) func(http.ResponseWriter
 		if in.By == "" {
 			in.By = "admin"
 		}
-		a, err := s.store.DecideApproval(r.Context(), r.PathValue("id"), state, in.By, in.Note, time.Now().UTC())
+		id := r.PathValue("id")
+		a, err := s.store.DecideApproval(r.Context(), id, state, in.By, in.Note, time.Now().UTC())
+		if errors.Is(err, store.ErrConflict) { // decided before: say how, not in the store's words
+			msg := fmt.Sprintf("approval %s is already %s", id, a.State)
+			if a.DecidedBy != "" {
+				msg += " by " + a.DecidedBy
+			}
+			return &adminError{status: http.StatusConflict, msg: msg}
+		}
 		if err != nil {
 			return err
 		}

@@ -121,8 +121,8 @@ func TestAdminAPI(t *testing.T) {
 	if st, m := h.admin("POST", "/admin/approvals/ap-1/approve", `{"by":"alice"}`, "adm-key"); st != 200 || m["state"] != "approved" || m["decided_by"] != "alice" {
 		t.Errorf("approve: %d %v", st, m)
 	}
-	if st, _ := h.admin("POST", "/admin/approvals/ap-1/deny", "", "adm-key"); st != 409 {
-		t.Errorf("second decision: %d", st)
+	if st, m := h.admin("POST", "/admin/approvals/ap-1/deny", "", "adm-key"); st != 409 || m["error"] != "approval ap-1 is already approved by alice" {
+		t.Errorf("second decision: %d %v; want 409 saying how it was decided, not in the store's words", st, m)
 	}
 	st, m = h.admin("GET", "/admin/breakers", "", "adm-key")
 	if st != 200 || m["oa-1"] != "closed" {
