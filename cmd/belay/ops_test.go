@@ -35,7 +35,7 @@ func runTrace(runID, outcome string) []trace.Span {
 	}
 	model := trace.Span{TraceID: tid, SpanID: runID + "-m1", ParentID: run.SpanID, RunID: runID, Kind: trace.KindModel, Name: "chat gpt-4o",
 		Start: t0.Add(10 * time.Millisecond), End: t0.Add(1210 * time.Millisecond), Status: trace.StatusOK,
-		Attrs: map[string]any{trace.AttrRequestModel: "gpt-4o", trace.AttrDeployment: "openai-b",
+		Attrs: map[string]any{trace.AttrRequestModel: "gpt-4o", trace.AttrDeployment: "openai-b", trace.AttrAlias: "smart",
 			trace.AttrInputTokens: int64(300), trace.AttrOutputTokens: int64(120), trace.AttrCostUSD: 0.0123}}
 	a1 := trace.Span{TraceID: tid, SpanID: runID + "-a1", ParentID: model.SpanID, RunID: runID, Kind: trace.KindAttempt, Name: "attempt openai-a",
 		Start: t0.Add(10 * time.Millisecond), End: t0.Add(310 * time.Millisecond), Status: trace.StatusError,
@@ -178,7 +178,7 @@ func TestTraceShow(t *testing.T) {
 		"run invoke_agent support  error  2.5s  tenant=acme status=stopped stop_reason=budget_exceeded cost=$0.0123",
 		"  x fatal: budget_exceeded: estimated cost $0.0009 does not fit the run's cost limit of $0.013",
 		"  ! budget.alert +2s  fraction=0.8 scope=run",
-		"  model chat gpt-4o  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123",
+		"  model chat gpt-4o (as smart)  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123",
 		"    attempt openai-a  error  300ms  deployment=openai-a attempt=1 failure=rate_limited kind=transient",
 		"      x transient: rate_limited: Rate limit reached\\x1b[2J\\u202e",
 		"    attempt openai-b  ok  800ms  deployment=openai-b attempt=2 wait_ms=90",
@@ -221,7 +221,7 @@ func TestTraceShow(t *testing.T) {
 	}
 	out, _, err = belay(t, url, "trace", "show", "r2")
 	wantCode(t, err, 0, "")
-	wantLines(t, out, "  model chat gpt-4o  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123\n"+
+	wantLines(t, out, "  model chat gpt-4o (as smart)  ok  1.2s  model=gpt-4o deployment=openai-b tokens=300/120 cost=$0.0123\n"+
 		"    < user \"refund order A-17\"\n"+
 		"    > \"I will refund it.\"\n"+
 		"    > tool call issue_refund({\"order\":\"A-17\"})\n"+

@@ -313,6 +313,10 @@ func (t *tree) write(w io.Writer, i, depth int, allAttrs bool) {
 	if strings.HasPrefix(s.Name, string(s.Kind)+" ") { // "attempt openai-a", not "attempt attempt openai-a"
 		label = s.Name
 	}
+	if alias, ok := s.Attrs[trace.AttrAlias].(string); ok && alias != "" && s.Kind == trace.KindModel && !strings.HasSuffix(s.Name, " "+alias) {
+		// The span is named for the provider's model; the caller asked for the alias.
+		label += " (as " + escapeControl(alias) + ")"
+	}
 	fmt.Fprintf(w, "%s%s  %s  %s", indent, label, orDash(string(s.Status)), spanDuration(s))
 	if len(attrs) > 0 {
 		fmt.Fprintf(w, "  %s", strings.Join(attrs, " "))
