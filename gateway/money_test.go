@@ -356,8 +356,8 @@ func TestRetriesHeldWithinTheRunsTokenLimit(t *testing.T) {
 	}
 }
 
-// hangingReserve is a store whose Reserve, once hang is set, blocks until
-// its context ends (a store that hangs rather than fails).
+// hangingReserve is a store whose first Reserve after hang is set blocks
+// until its context ends (a store that hangs rather than fails).
 type hangingReserve struct {
 	store.Store
 	hang     atomic.Bool
@@ -366,7 +366,7 @@ type hangingReserve struct {
 }
 
 func (s *hangingReserve) Reserve(ctx context.Context, r budget.Reservation) error {
-	if !s.hang.Load() {
+	if !s.hang.CompareAndSwap(true, false) { // the first Reserve after hang is set hangs
 		return s.Store.Reserve(ctx, r)
 	}
 	close(s.entered)

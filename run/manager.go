@@ -244,6 +244,9 @@ func (m *Manager) renewOpen(ctx context.Context) {
 			if a.resID != "" {
 				ids = append(ids, a.resID)
 			}
+			if a.tokID != "" {
+				ids = append(ids, a.tokID)
+			}
 			ids = append(ids, a.extra...)
 		}
 		r.mu.Unlock()
@@ -284,7 +287,7 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 			if !deadline.Add(m.cfg.IdleTTL).Before(now) {
 				continue
 			}
-			turns, cost := ledgerScopes(rec.ID, rec.Limits.MaxTurns)
+			turns, cost := ledgerScopes(rec.ID)
 			rec.Status, rec.Ended = store.RunFailed, deadline
 			rec.Error = fmt.Sprintf("abandoned: no process held the run when its deadline (%v) passed", rec.Limits.Deadline)
 			if err := saver.SaveRun(ctx, rec, turns, cost); err != nil {

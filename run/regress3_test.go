@@ -43,8 +43,12 @@ func TestRegression_CostAboveEstimateSettledFirst(t *testing.T) {
 		t.Run(scope, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
+				// The gate holds every settle until the test opens it
+				// (the step's tokens are settled in the background too).
 				gate := make(chan struct{})
-				defer close(gate)
+				var once sync.Once
+				open := func() { once.Do(func() { close(gate) }) }
+				defer open()
 				st := gatedSettle{Store: memstore.New(), gate: gate}
 				cfg := Config{Store: st, Pricing: testPricing(t), Owner: "p", KillPoll: -1, ExpireEvery: -1,
 					TenantBudgets: map[string]TenantBudget{}}
@@ -75,7 +79,7 @@ func TestRegression_CostAboveEstimateSettledFirst(t *testing.T) {
 					t.Fatalf("Settle returned (%v) before the ledger settled a cost above the reservation", err)
 				default:
 				}
-				gate <- struct{}{}
+				open()
 				if err := <-settled; err != nil {
 					t.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -274,8 +275,8 @@ func TestRegression_SettleRetriedWhenStoreBusy(t *testing.T) {
 		_ = a.Settle(ctx, usage(1, 0), Outcome{})
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		if s := m.Stats(); s.StoreFailures != 1 {
-			t.Fatalf("stats %+v, want one failure given up", s)
+		if s := m.Stats(); s.StoreFailures != 2 {
+			t.Fatalf("stats %+v, want two writes given up (the step's cost and its tokens)", s)
 		}
 	})
 }
@@ -389,4 +390,69 @@ func TestRegression_StoppedElsewhereStaysStopped(t *testing.T) {
 	}
 	_, err = r1.Admit(ctx, modelStep(cents(1)))
 	wantReason(t, err, failure.RunEnded, failure.Fatal)
+}
+
+// Two processes serving one run's calls in turn (a newcomer and an
+// adversarial review): the run's token limit holds across them, and its
+// record counts every process's tokens (it showed the largest of the two
+// processes' counts, and a third call passed a limit that held two).
+func TestRegression_TwoProcessesShareTokens(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	// Each call is estimated at 27 tokens and uses 7 in and 20 out: two fit in 60.
+	step := Step{Kind: KindModel, Provider: "test", Model: "m", PromptTokens: 7, MaxOutputTokens: 20}
+	lim := store.Limits{MaxTokens: 60}
+	var served int
+	for i := range 4 {
+		m := f.m
+		if i%2 == 1 {
+			m = m2
+		}
+		r, err := open(ctx, m, "tok", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Call(ctx, step, func(context.Context) (budget.Usage, error) { return usage(7, 20), nil })
+		if err == nil {
+			served++
+		} else {
+			fe := wantReason(t, err, failure.BudgetExceeded, failure.Fatal)
+			if i == 2 && !strings.Contains(fe.Message, "token limit") {
+				t.Errorf("call 3 refused for %q; want the token limit", fe.Message)
+			}
+		}
+	}
+	if err := m2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.stored(t, "tok")
+	if served != 2 || rec.InputTokens != 14 || rec.OutputTokens != 40 {
+		t.Fatalf("served %d calls, record %+v; want 2 calls, 14 in and 40 out", served, rec)
+	}
+
+	// Without a token limit the record still counts both processes' tokens.
+	for i := range 3 {
+		m := f.m
+		if i == 1 {
+			m = m2
+		}
+		r, err := open(ctx, m, "aba", store.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Call(ctx, step, func(context.Context) (budget.Usage, error) { return usage(7, 20), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.stored(t, "aba"); rec.InputTokens != 21 || rec.OutputTokens != 60 || rec.Turns != 3 {
+		t.Fatalf("record %+v; want 3 turns, 21 in and 60 out", rec)
+	}
 }

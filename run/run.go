@@ -702,8 +702,8 @@ func (r *Run) writeRecord(ctx context.Context) error {
 	if !ok {
 		return r.m.st.UpdateRun(ctx, r.counted(ctx))
 	}
-	turns, cost := ledgerScopes(r.id, r.maxTurns())
-	err := saver.SaveRun(ctx, r.Record(), turns, cost)
+	turns, cost := ledgerScopes(r.id)
+	err := saver.SaveRun(ctx, r.tokensCounted(ctx, r.Record()), turns, cost)
 	if errors.Is(err, store.ErrRunEnded) {
 		// Another process ended the run: take its ending (this
 		// process's steps are refused from now on), then write the
@@ -713,7 +713,7 @@ func (r *Run) writeRecord(ctx context.Context) error {
 			return gerr
 		}
 		r.refresh(stored)
-		err = saver.SaveRun(ctx, r.Record(), turns, cost)
+		err = saver.SaveRun(ctx, r.tokensCounted(ctx, r.Record()), turns, cost)
 	}
 	return err
 }
@@ -730,12 +730,10 @@ func (r *Run) storedIsOurs(ctx context.Context, rec store.Run) bool {
 }
 
 // ledgerScopes returns the ledger scopes a run's record is raised to: its
-// turn scope (none without a turn limit) and its money scope.
-func ledgerScopes(runID string, maxTurns int) (turns, cost budget.Scope) {
-	if maxTurns > 0 {
-		turns = TurnScope(runID)
-	}
-	return turns, budget.RunScope(runID)
+// turn scope (counted when the run has a turn limit or is not a Single
+// run; a scope with no balance raises nothing) and its cost scope.
+func ledgerScopes(runID string) (turns, cost budget.Scope) {
+	return TurnScope(runID), budget.RunScope(runID)
 }
 
 func (r *Run) maxTurns() int {
@@ -780,8 +778,8 @@ func (r *Run) background(ctx context.Context, fn func(context.Context)) {
 }
 
 // counted returns the record to write: the in-memory one with its turn
-// count and cost raised to the ledger's (which count every process's turns
-// and spend). A ledger that cannot be read leaves the in-memory counts.
+// count, cost and tokens raised to the ledger's (which count every
+// process's turns, spend and tokens: see TokenScope). A ledger that cannot be read leaves the in-memory counts.
 //
 // A running record is first checked against the stored one: when another
 // process has ended the run, this process takes that ending (its steps are
@@ -795,7 +793,7 @@ func (r *Run) counted(ctx context.Context) store.Run {
 		}
 	}
 	var ledger store.Run
-	turns, cost := ledgerScopes(r.id, r.maxTurns())
+	turns, cost := ledgerScopes(r.id)
 	if turns != "" {
 		if b, err := r.m.st.Balance(ctx, turns); err == nil {
 			ledger.Turns = int(b.Settled + b.Reserved)
@@ -805,10 +803,30 @@ func (r *Run) counted(ctx context.Context) store.Run {
 		ledger.Cost = b.Settled
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	rec := r.rec
 	rec.Labels = maps.Clone(rec.Labels)
+	r.mu.Unlock()
 	raise(&rec, ledger)
+	return r.tokensCounted(ctx, rec)
+}
+
+// tokensCounted returns rec with its token counts raised to the ledger's
+// (see TokenScope), which count every process's; a ledger that cannot be
+// read, or a Single run, leaves them.
+func (r *Run) tokensCounted(ctx context.Context, rec store.Run) store.Run {
+	if !r.ledgerCounts() {
+		return rec
+	}
+	total, err := r.m.st.Balance(ctx, TokenScope(r.id))
+	if err != nil || total.Settled == 0 {
+		return rec
+	}
+	out, err := r.m.st.Balance(ctx, OutputTokenScope(r.id))
+	if err != nil || out.Settled > total.Settled {
+		return rec
+	}
+	rec.InputTokens = max(rec.InputTokens, int64(total.Settled-out.Settled))
+	rec.OutputTokens = max(rec.OutputTokens, int64(out.Settled))
 	return rec
 }
 

@@ -104,6 +104,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	}
 	r.rec.InputTokens += u.InputTokens
 	r.rec.OutputTokens += u.OutputTokens
+	a.usedIn, a.usedOut = u.InputTokens, u.OutputTokens
 	r.rec.Cost = r.rec.Cost.Add(cost)
 	r.costEstimated = r.costEstimated || estimated
 	a.cost, a.estimated = cost, estimated
@@ -112,6 +113,12 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	// too: no other process knows the run, and this process's next
 	// admission waits for its entries (Run.waitPrivate).
 	covered := a.covers(cost)
+	// A run with a token limit settles the step's tokens before Settle
+	// returns, so that its next admission, in any process, reserves
+	// against what the step used rather than its estimate (prompt and
+	// output limit, often many times more); without one they are
+	// settled in the background.
+	tokensNow := a.tokID != "" && r.rec.Limits.MaxTokens > 0
 	r.mu.Unlock()
 
 	// A cost the reservation covers is settled off the request path:
@@ -126,6 +133,9 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	if !covered {
 		err = a.charge(ctx, cost)
 	}
+	if tokensNow {
+		err = errors.Join(err, a.chargeTokens(ctx))
+	}
 	fe := failure.As(o.Err)
 	stop := fe != nil && fe.Kind == failure.Fatal && stopsRun(fe.Reason)
 	// A Single run's step admitted in memory: its spend goes with the
@@ -134,6 +144,9 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 		r.background(ctx, func(ctx context.Context) {
 			if covered {
 				_ = a.charge(ctx, cost) // a step admitted in memory is marked written by spend
+			}
+			if a.tokID != "" && !tokensNow {
+				_ = a.chargeTokens(ctx)
 			}
 			if a.scopes != nil {
 				r.alerts(ctx, a.scopes, a.tb)
@@ -291,10 +304,10 @@ func (a *Admitted) spendWithCreate(cost budget.USD) bool {
 func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	r := a.r
 	r.mu.Lock()
-	turn, private, extra := a.turnUnwritten, a.private, a.extra
+	turn, private, extra, in, out := a.turnUnwritten, a.private, a.extra, a.usedIn, a.usedOut
 	r.mu.Unlock()
-	if private { // admitted in memory: its turn and cost are spends
-		return a.spend(ctx, cost, turn)
+	if private { // admitted in memory: its turn, cost and tokens are spends
+		return a.spend(ctx, cost, turn, in, out)
 	}
 	if a.resID == "" && cost == 0 && len(extra) == 0 {
 		return nil
@@ -306,11 +319,22 @@ func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 	return r.m.durably(ctx, "settle", r.id, c.try, nil)
 }
 
+// chargeTokens settles the step's token reservation at the tokens it used
+// (see TokenScope); a store that fails is retried (Manager.durably).
+func (a *Admitted) chargeTokens(ctx context.Context) error {
+	r := a.r
+	r.mu.Lock()
+	in, out := a.usedIn, a.usedOut
+	r.mu.Unlock()
+	c := &tokenCharger{a: a, in: in, out: out, lateID: ids.New(), outID: ids.New()}
+	return r.m.durably(ctx, "settle tokens", r.id, c.try, nil)
+}
+
 // spend records a step admitted in memory (the first of a Fresh run): its
 // turn and its cost as spends, in one ledger write that is safe to repeat
 // (the money spend's id is kept: a retry after a lost answer is a
 // conflict, taken as done).
-func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error {
+func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool, in, out int64) error {
 	r := a.r
 	var rs []budget.Reservation
 	id := ids.New()
@@ -322,6 +346,9 @@ func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error 
 	}
 	if cost > 0 {
 		rs = append(rs, budget.Reservation{ID: id, Owner: r.m.owner, Amount: cost, Spend: true, Scopes: unlimited(a.scopes)})
+	}
+	if r.ledgerCounts() {
+		rs = append(rs, tokenSpends(r.id, r.m.owner, id, in, out)...)
 	}
 	if len(rs) == 0 {
 		a.privateWritten()
@@ -341,6 +368,23 @@ func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool) error 
 		// next step may reserve now, not while the write is retried.
 		a.privateWritten()
 	})
+}
+
+// tokenSpends are the spends that count in tokens and out output tokens
+// in run runID's token scopes (see TokenScope), with ids made from id
+// (so that a spend repeated after a lost answer conflicts instead of
+// counting twice); none for zero tokens.
+func tokenSpends(runID, owner, id string, in, out int64) []budget.Reservation {
+	var rs []budget.Reservation
+	if out > 0 { // first: see tokenCharger
+		rs = append(rs, budget.Reservation{ID: id + "-out", Owner: owner, Amount: budget.USD(out), Spend: true,
+			Scopes: []budget.ScopeLimit{{Scope: OutputTokenScope(runID)}}})
+	}
+	if in+out > 0 {
+		rs = append(rs, budget.Reservation{ID: id + "-tokens", Owner: owner, Amount: budget.USD(in + out), Spend: true,
+			Scopes: []budget.ScopeLimit{{Scope: TokenScope(runID)}}})
+	}
+	return rs
 }
 
 // unlimited returns scopes without their limits: a spend that happened is
@@ -390,6 +434,59 @@ func (c *charger) try(ctx context.Context) error {
 		}
 		c.released++
 	}
+	return nil
+}
+
+// tokenCharger settles a step's token reservation (Admitted.tokID) at the
+// tokens it used, or spends them anew when the reservation is gone
+// (expired), after spending its output tokens in the run's
+// OutputTokenScope. Output first: a reader of the two scopes (total, then
+// output: Run.tokensCounted) then never counts a step's tokens as input
+// before its output is in, and a record, whose counts are never lowered,
+// never keeps such an overcount. Each write is safe to repeat (see
+// charger).
+type tokenCharger struct {
+	a              *Admitted
+	in, out        int64
+	tried, late    bool // as charger's
+	spent, settled bool
+	lateID, outID  string
+}
+
+func (c *tokenCharger) try(ctx context.Context) error {
+	st := c.a.r.m.st
+	if !c.spent && c.out > 0 {
+		err := st.Reserve(ctx, budget.Reservation{ID: c.outID, Owner: c.a.r.m.owner, Amount: budget.USD(c.out), Spend: true,
+			Scopes: []budget.ScopeLimit{{Scope: OutputTokenScope(c.a.r.id)}}})
+		if err != nil && !errors.Is(err, store.ErrConflict) { // a conflict: an earlier try spent it
+			return err
+		}
+	}
+	c.spent = true
+	if c.settled {
+		return nil
+	}
+	if !c.late {
+		err := st.Settle(ctx, c.a.tokID, budget.USD(c.in+c.out))
+		switch {
+		case err == nil, errors.Is(err, budget.ErrUnknownReservation) && c.tried:
+			c.settled = true
+			return nil
+		case !errors.Is(err, budget.ErrUnknownReservation):
+			c.tried = true
+			return err
+		}
+		c.late = true
+	}
+	// The reservation is gone: the tokens are spent anew.
+	if c.in+c.out > 0 {
+		err := st.Reserve(ctx, budget.Reservation{ID: c.lateID, Owner: c.a.r.m.owner, Amount: budget.USD(c.in + c.out), Spend: true,
+			Scopes: []budget.ScopeLimit{{Scope: TokenScope(c.a.r.id)}}})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("run: record late tokens: %w", err)
+		}
+	}
+	c.settled = true
 	return nil
 }
 

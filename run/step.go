@@ -61,6 +61,12 @@ type Admitted struct {
 	// other runs: the run's context has it).
 	stopDeadline context.CancelFunc
 	resID        string // "" when nothing was reserved
+	// tokID is the reservation of the step's estimated tokens in the
+	// run's TokenScope ("" when none: a Single run's step, a private
+	// one, a tool step).
+	tokID string
+	// usedIn, usedOut: the tokens Settle charged (see TokenScope). Under r.mu.
+	usedIn, usedOut int64
 	// held is the money the step holds: its estimate, and what Cover
 	// added; extra are the ids of Cover's reservations. Under r.mu.
 	held budget.USD
@@ -237,7 +243,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		if private {
 			// Counted at once, with fresh cleared under the same lock, so
 			// that a concurrent step waits for this one's ledger entries.
-			a.private, a.turnUnwritten = true, r.rec.Limits.MaxTurns > 0
+			a.private, a.turnUnwritten = true, r.rec.Limits.MaxTurns > 0 || r.ledgerCounts()
 			r.privateOpen++
 		}
 	}
@@ -332,12 +338,21 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 		return nil
 	}
 	var rs []budget.Reservation
-	turn := s.Kind == KindModel && maxTurns > 0
+	turn := s.Kind == KindModel && (maxTurns > 0 || r.ledgerCounts())
 	if turn {
 		// A turn is used once admitted: it is spent at once, leaving
 		// nothing to settle.
 		rs = append(rs, budget.Reservation{Owner: r.m.owner, Amount: turnUnit, Spend: true,
 			Scopes: []budget.ScopeLimit{{Scope: TurnScope(r.id), Limit: budget.USD(maxTurns)}}})
+	}
+	tokIdx := -1
+	if s.Kind == KindModel && r.ledgerCounts() {
+		r.mu.Lock()
+		maxTokens := r.rec.Limits.MaxTokens
+		r.mu.Unlock()
+		tokIdx = len(rs)
+		rs = append(rs, budget.Reservation{ID: ids.New(), Owner: r.m.owner, Amount: budget.USD(s.EstimatedTokens),
+			Scopes: []budget.ScopeLimit{{Scope: TokenScope(r.id), Limit: budget.USD(maxTokens)}}, ExpiresAt: now.Add(r.m.cfg.ReservationTTL)})
 	}
 	money := s.Kind == KindModel || s.EstimatedCost != 0
 	var (
@@ -367,6 +382,11 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 				Message: fmt.Sprintf("run used its %d turns", maxTurns),
 				Cause:   &turnsUsedError{scope: TurnScope(r.id), limit: maxTurns, err: err}}
 		}
+		if ee, ok := errors.AsType[*budget.ExceededError](err); (ok && ee.Scope == TokenScope(r.id)) || (tokIdx >= 0 && failed == tokIdx) {
+			return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded, Cause: err,
+				Message: fmt.Sprintf("token limit: %d estimated tokens do not fit the run's limit of %d with what its calls, in every process sharing the store, used and hold",
+					s.EstimatedTokens, rs[tokIdx].Scopes[0].Limit)}
+		}
 		msg := fmt.Sprintf("estimated cost %s does not fit", s.EstimatedCost)
 		if ee, ok := errors.AsType[*budget.ExceededError](err); ok {
 			msg = notFit(s.EstimatedCost, ee.Scope, ee.Limit)
@@ -389,11 +409,14 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 		}
 		return err
 	}
-	if money {
-		r.mu.Lock()
-		a.resID, a.scopes, a.tb, a.held = rs[len(rs)-1].ID, scopes, tb, s.EstimatedCost
-		r.mu.Unlock()
+	r.mu.Lock()
+	if tokIdx >= 0 {
+		a.tokID = rs[tokIdx].ID
 	}
+	if money {
+		a.resID, a.scopes, a.tb, a.held = rs[len(rs)-1].ID, scopes, tb, s.EstimatedCost
+	}
+	r.mu.Unlock()
 	return nil
 }
 
@@ -515,6 +538,26 @@ func (e *turnsUsedError) Unwrap() error { return e.err }
 // processes' counts.
 func TurnScope(runID string) budget.Scope { return budget.Scope("turns:" + runID) }
 
+// TokenScope returns the ledger scope that counts the tokens (prompt and
+// output) of a run that is not a Spec.Single run, limited by its
+// MaxTokens: a model step reserves its estimated tokens when it is
+// admitted and settles the tokens it used, so that the token limit, and
+// the run's token counts in its record, hold across the processes that
+// share a store, as its money does. OutputTokenScope counts the output
+// part (spent at each settle), from which the record's split is read. A
+// Single run (one call, in one process) counts its tokens in memory only.
+func TokenScope(runID string) budget.Scope { return budget.Scope("tokens:" + runID) }
+
+// OutputTokenScope returns the ledger scope that counts a run's output
+// tokens (see TokenScope).
+func OutputTokenScope(runID string) budget.Scope { return budget.Scope("tokens-out:" + runID) }
+
+// ledgerCounts reports whether the run counts its turns and tokens in the
+// ledger whatever its limits (see TokenScope), so that its record counts
+// every process's: a run that is not a Single run. A Single run counts its
+// turns there only under a turn limit.
+func (r *Run) ledgerCounts() bool { return !r.single }
+
 func (r *Run) unadmitLocked(a *Admitted) {
 	if a.step.Kind == KindModel {
 		r.rec.Turns--
@@ -609,10 +652,13 @@ func (a *Admitted) unlink() {
 
 func (a *Admitted) releaseReservation(ctx context.Context) {
 	a.r.mu.Lock()
-	id, extra := a.resID, a.extra
+	id, extra, tok := a.resID, a.extra, a.tokID
 	a.r.mu.Unlock()
 	if id != "" {
 		_ = a.r.m.st.Release(ctx, id)
+	}
+	if tok != "" {
+		_ = a.r.m.st.Release(ctx, tok)
 	}
 	for _, id := range extra {
 		_ = a.r.m.st.Release(ctx, id)
@@ -711,8 +757,10 @@ func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
 // counts, with the step's own estimate, until the step closes. A
 // refusal is a Fatal BudgetExceeded *failure.Error and changes nothing;
 // the step stays open. HoldTokens on a closed step returns ErrSettled.
-// Like the admission's token check, it counts what this process knows
-// of the run (see Limits.MaxTokens). Safe for concurrent use.
+// It counts in this process's view of the run (its own steps, and what
+// the ledger held when the run's record was last read), not in the
+// ledger: the ledger holds the step's admission estimate until it
+// settles (see TokenScope). Safe for concurrent use.
 func (a *Admitted) HoldTokens(n int64) error {
 	r := a.r
 	r.mu.Lock()

@@ -111,7 +111,9 @@ type RunSaver interface {
 	// and Started, which a run keeps from its creation), with r.Turns
 	// raised to Settled+Reserved of the ledger scope turns and r.Cost
 	// raised to Settled of the scope cost (a scope with no balance, or
-	// "", raises nothing). When r is running and the stored record has
+	// "", raises nothing), and r's token counts never below the stored
+	// ones (the writer raises them to the ledger's: a process that read
+	// the ledger earlier must not lower a later count). When r is running and the stored record has
 	// ended, nothing is written and the error wraps ErrRunEnded; an absent
 	// record is ErrNotFound.
 	SaveRun(ctx context.Context, r Run, turns, cost budget.Scope) error

@@ -243,6 +243,7 @@ func (s *Store) SaveRun(ctx context.Context, r store.Run, turns, cost budget.Sco
 		return fmt.Errorf("%w (%s)", store.ErrRunEnded, old.Status)
 	}
 	r.Tenant, r.Started = old.Tenant, old.Started
+	r.InputTokens, r.OutputTokens = max(r.InputTokens, old.InputTokens), max(r.OutputTokens, old.OutputTokens)
 	if turns != "" {
 		if b, err := s.ledger.Balance(ctx, turns); err == nil {
 			r.Turns = max(r.Turns, int(b.Settled+b.Reserved))

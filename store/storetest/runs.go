@@ -117,7 +117,8 @@ func testRunsList(t *testing.T, s store.Store) {
 }
 
 // testSaveRun checks store.RunSaver: the write is raised to the ledger's
-// counts and never puts a running record over an ended one.
+// counts, never lowers the token counts, and never puts a running record
+// over an ended one.
 func testSaveRun(t *testing.T, s store.Store) {
 	saver, ok := s.(store.RunSaver)
 	if !ok {
@@ -153,6 +154,14 @@ func testSaveRun(t *testing.T, s store.Store) {
 	}
 	if !got.Started.Equal(r.Started) || got.Tenant != "acme" {
 		t.Fatalf("SaveRun changed the tenant or start: %q %v, want acme %v", got.Tenant, got.Started, r.Started)
+	}
+	// Token counts are never lowered (a process that read the ledger
+	// earlier writes after one that read it later), and are raised.
+	stale := r
+	stale.InputTokens, stale.OutputTokens = 5, 40
+	must(t, saver.SaveRun(ctx, stale, "", ""))
+	if got, _ = s.GetRun(ctx, "save"); got.InputTokens != 11 || got.OutputTokens != 40 {
+		t.Fatalf("after SaveRun of fewer input tokens: input %d output %d, want 11 and 40", got.InputTokens, got.OutputTokens)
 	}
 	// Another process ends the run: a running record does not overwrite
 	// it, an ended one does.

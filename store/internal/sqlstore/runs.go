@@ -99,8 +99,8 @@ func (c *Core) CreateRunSpent(ctx context.Context, r store.Run, spends []budget.
 }
 
 // saveRunQuery is UpdateRun's statement with the turn count and cost raised
-// to the ledger's, the tenant and start kept, and no write of a running
-// record over an ended one. saveRunArgs are the indexes in runArgs of its
+// to the ledger's, the token counts never lowered, the tenant and start
+// kept, and no write of a running record over an ended one. saveRunArgs are the indexes in runArgs of its
 // parameters $1..$N; $N+1 is the turn scope, $N+2 the cost scope.
 var saveRunQuery, saveRunArgs = func() (string, []int) {
 	cols := strings.Split(runColumns, ",")
@@ -121,6 +121,12 @@ var saveRunQuery, saveRunArgs = func() (string, []int) {
 			turns = param(i)
 		case "cost":
 			cost = param(i)
+		case "input_tokens", "output_tokens":
+			// Never lowered: each process raises them to the ledger's
+			// counts before it writes (see store.RunSaver), and one that
+			// read the ledger earlier must not write over a later count.
+			v := param(i)
+			sets = append(sets, col+" = CASE WHEN "+col+" > CAST("+v+" AS BIGINT) THEN "+col+" ELSE CAST("+v+" AS BIGINT) END")
 		case "status":
 			status = param(i)
 			sets = append(sets, "status = "+status)
