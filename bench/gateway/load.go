@@ -193,7 +193,15 @@ type seqSample struct {
 // every target after the same one: a second belay always followed the
 // first, and measured about 0.04x slower for the first's work after its
 // answer.)
-func sequential(ctx context.Context, ts []*target, stream bool, warm, n int, shuffle bool) (map[string]*seqSample, error) {
+//
+// With block > 1 each target gets block requests in a row at its turn,
+// and the first of them, which follows another target's request, is not
+// sampled: each sample then follows a request of its own target, as the
+// calls of one sequential client to one gateway do, rather than the
+// leftover work of another server (Portkey's, belay's after its answer)
+// that no deployment would run beside it; the rounds still interleave the
+// targets, so drift hits them alike.
+func sequential(ctx context.Context, ts []*target, stream bool, warm, n, block int, shuffle bool) (map[string]*seqSample, error) {
 	out := map[string]*seqSample{}
 	for _, t := range ts {
 		out[t.name] = &seqSample{}
@@ -203,7 +211,22 @@ func sequential(ctx context.Context, ts []*target, stream bool, warm, n int, shu
 	for i := range order {
 		order[i] = i
 	}
-	for i := range warm + n {
+	block = max(block, 1)
+	lead := 0 // requests of a block not sampled
+	if block > 1 {
+		lead = 1
+	}
+	seen := map[string]int{} // requests counted (warm-up, then samples) per target
+	for round := 0; ; round++ {
+		done := true
+		for _, t := range ts {
+			if !(stream && t.noStream != "") && seen[t.name] < warm+n {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
 		if shuffle {
 			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 		}
@@ -216,27 +239,36 @@ func sequential(ctx context.Context, ts []*target, stream bool, warm, n int, shu
 			if stream {
 				b = t.stream
 			}
-			r, err := t.do(ctx, b, stream, nil)
+			for j := range block {
+				if seen[t.name] >= warm+n {
+					break
+				}
+				r, err := t.do(ctx, b, stream, nil)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			s := out[t.name]
-			if err != nil || !r.ok(stream) {
-				s.fails++
-				// The bare proxy loses a stream's end now and then (the
-				// issue saw 2%): a failed sample is left out, and only a
-				// target failing a tenth of its requests stops the run.
-				if s.fails > max(50, (warm+n)/10) {
-					return nil, fmt.Errorf("%s: too many failed requests (last: status %d, %v, %v)", t.name, r.status, err, r.readErr)
+				s := out[t.name]
+				if err != nil || !r.ok(stream) {
+					s.fails++
+					// The bare proxy loses a stream's end now and then (the
+					// issue saw 2%): a failed sample is left out, and only a
+					// target failing a tenth of its requests stops the run.
+					if s.fails > max(50, (warm+n)/10) {
+						return nil, fmt.Errorf("%s: too many failed requests (last: status %d, %v, %v)", t.name, r.status, err, r.readErr)
+					}
+					continue
 				}
-				continue
-			}
-			if i < warm {
-				continue
-			}
-			s.total = append(s.total, r.total)
-			if stream {
-				s.ttft = append(s.ttft, r.ttft)
+				if j < lead {
+					continue
+				}
+				seen[t.name]++
+				if seen[t.name] <= warm {
+					continue
+				}
+				s.total = append(s.total, r.total)
+				if stream {
+					s.ttft = append(s.ttft, r.ttft)
+				}
 			}
 		}
 	}

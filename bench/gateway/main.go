@@ -50,6 +50,7 @@ type options struct {
 	tputRounds  int
 	belayB      string
 	order       string
+	block       int
 }
 
 func main() {
@@ -77,6 +78,7 @@ func main() {
 	flag.BoolVar(&o.seqOnly, "seq-only", false, "diagnostic: measure only the sequential latency and time to first token (direct, proxy, belay) and print them; no goals")
 	flag.IntVar(&o.tputRounds, "tput-only", 0, "diagnostic: measure only the throughput of proxy, belay[, belay-b], this many rounds (each target in turn, at the first -conc, for -tdur), and print each belay's median ratio to the proxy; no goals")
 	flag.StringVar(&o.belayB, "belay-b", "", "diagnostic, with -seq-only or -tput-only: a second belay binary measured in the same interleaved run (target belay-b, same config and store kind), for A/B comparisons that drift between runs does not blur")
+	flag.IntVar(&o.block, "block", 1, "requests each target gets in a row at its turn in the sequential measurements; above 1 the first of each block (which follows another target's request) is not sampled")
 	flag.StringVar(&o.order, "order", "shuffled", "order of the targets in each round of the sequential measurements: shuffled (drawn anew each round, seeded) or fixed (direct, proxy, belay[, belay-b], portkey: diagnostic, each target then always follows the same one)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
@@ -243,7 +245,7 @@ func run(ctx context.Context, o options) error {
 func seqOnly(ctx context.Context, o options, targets []*target) error {
 	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
 	shuffle := o.order != "fixed"
-	plain, err := sequential(ctx, targets, false, o.warm, o.n, shuffle)
+	plain, err := sequential(ctx, targets, false, o.warm, o.n, o.block, shuffle)
 	if err != nil {
 		return err
 	}
@@ -262,7 +264,7 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 		}
 	}
 	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	stream, err := sequential(ctx, targets, true, o.warm, o.n, shuffle)
+	stream, err := sequential(ctx, targets, true, o.warm, o.n, o.block, shuffle)
 	if err != nil {
 		return err
 	}
@@ -319,11 +321,11 @@ func tputOnly(ctx context.Context, o options, targets []*target) error {
 func measureSpeed(ctx context.Context, o options, targets []*target, m *measured) error {
 	var err error
 	step("sequential non-streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	if m.plain, err = sequential(ctx, targets, false, o.warm, o.n, o.order != "fixed"); err != nil {
+	if m.plain, err = sequential(ctx, targets, false, o.warm, o.n, o.block, o.order != "fixed"); err != nil {
 		return err
 	}
 	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
-	if m.stream, err = sequential(ctx, targets, true, o.warm, o.n, o.order != "fixed"); err != nil {
+	if m.stream, err = sequential(ctx, targets, true, o.warm, o.n, o.block, o.order != "fixed"); err != nil {
 		return err
 	}
 	m.rps = map[string]float64{}
