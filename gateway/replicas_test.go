@@ -5,20 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/internal/pgtest"
 	"github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/postgres"
@@ -40,27 +36,14 @@ func sharedStores(t *testing.T) map[string]func() store.Store {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	base := os.Getenv("BELAY_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Log("BELAY_TEST_POSTGRES_URL not set: two gateways on PostgreSQL not tested")
+	base, ok := pgtest.BaseURL()
+	if !ok {
+		t.Log(pgtest.EnvURL + " not set: two gateways on PostgreSQL not tested")
 		return out
 	}
-	ctx := context.Background()
-	name := fmt.Sprintf("belay_replicas_%016x", rand.Uint64())
-	c, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE"); c.Close(context.Background()) })
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
+	u := pgtest.SchemaURL(t, base, "belay_replicas")
 	out["postgres"] = func() store.Store {
-		s, err := postgres.Open(ctx, u.String())
+		s, err := postgres.Open(context.Background(), u)
 		if err != nil {
 			t.Fatal(err)
 		}

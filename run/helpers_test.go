@@ -102,6 +102,18 @@ func newFixture(t *testing.T, edit func(*Config)) *fixture {
 	return f
 }
 
+// second returns another Manager on the fixture's store and sink: a
+// second process sharing the store (closed when t ends).
+func (f *fixture) second(t *testing.T) *Manager {
+	t.Helper()
+	m, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
 func (f *fixture) start(t *testing.T, s Spec) *Run {
 	t.Helper()
 	r, err := f.m.Start(context.Background(), s)

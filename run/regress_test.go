@@ -82,11 +82,7 @@ func TestRegression_ConcurrentStartSameRunID(t *testing.T) {
 func TestRegression_TwoProcessesShareTurnCap(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
-	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "second"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m2.Close()
+	m2 := f.second(t)
 	lim := store.Limits{MaxTurns: 5}
 	served := 0
 	for i := range 9 {
@@ -364,11 +360,7 @@ func TestRegression_InstantDeadlineRace(t *testing.T) {
 func TestRegression_StoppedElsewhereStaysStopped(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
-	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "second"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m2.Close()
+	m2 := f.second(t)
 	r1 := f.start(t, Spec{ID: "x", Tenant: "acme"})
 	a, err := r1.Admit(ctx, modelStep(cents(1)))
 	if err != nil {
@@ -399,11 +391,7 @@ func TestRegression_StoppedElsewhereStaysStopped(t *testing.T) {
 func TestRegression_TwoProcessesShareTokens(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
-	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "second"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m2.Close()
+	m2 := f.second(t)
 	// Each call is estimated at 27 tokens and uses 7 in and 20 out: two fit in 60.
 	step := Step{Kind: KindModel, Provider: "test", Model: "m", PromptTokens: 7, MaxOutputTokens: 20}
 	lim := store.Limits{MaxTokens: 60}

@@ -3,19 +3,15 @@ package run
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/internal/pgtest"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/postgres"
 	"github.com/belay-run/belay/store/sqlite"
-	"github.com/jackc/pgx/v5"
 )
 
 type sqlStore interface {
@@ -31,22 +27,8 @@ func advStores(t *testing.T) map[string]sqlStore {
 		t.Fatal(err)
 	}
 	out["sqlite"] = s
-	if base := os.Getenv("BELAY_TEST_POSTGRES_URL"); base != "" {
-		ctx := context.Background()
-		name := fmt.Sprintf("belay_review3_%016x", rand.Uint64())
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE"); c.Close(context.Background()) })
-		u, _ := url.Parse(base)
-		q := u.Query()
-		q.Set("search_path", name)
-		u.RawQuery = q.Encode()
-		p, err := postgres.Open(ctx, u.String())
+	if base, ok := pgtest.BaseURL(); ok {
+		p, err := postgres.Open(context.Background(), pgtest.SchemaURL(t, base, "belay_review3"))
 		if err != nil {
 			t.Fatal(err)
 		}

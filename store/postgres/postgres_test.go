@@ -3,21 +3,18 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/belay-run/belay/internal/pgtest"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/postgres"
 	"github.com/belay-run/belay/store/storetest"
-	"github.com/jackc/pgx/v5"
 )
 
-const envURL = "BELAY_TEST_POSTGRES_URL"
+const envURL = pgtest.EnvURL
 
 func baseURL(t testing.TB) string {
 	u := os.Getenv(envURL)
@@ -30,38 +27,7 @@ func baseURL(t testing.TB) string {
 
 // schemaURL creates a schema of its own for one test (dropped at cleanup)
 // and returns base with search_path set to it.
-func schemaURL(t testing.TB) string {
-	base := baseURL(t)
-	ctx := context.Background()
-	name := fmt.Sprintf("belay_test_%016x", rand.Uint64())
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("%s: %v", envURL, err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func schemaURL(t testing.TB) string { return pgtest.SchemaURL(t, baseURL(t), "belay_test") }
 
 func openAt(t testing.TB, u string) *postgres.Store {
 	t.Helper()
