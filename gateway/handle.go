@@ -57,6 +57,12 @@ type call struct {
 
 	aw       answerWriter // w's value
 	settling bool         // the turn's settle has begun
+	// answered: the client has its whole answer (a stream's terminator
+	// relayed, a non-streamed answer written); taken: the charges serve
+	// took for the settle; reading2xx: the attempt in progress reads a
+	// non-streamed 2xx body. For panicked.
+	answered, reading2xx bool
+	taken                []Charge
 
 	mu      sync.Mutex
 	charges []Charge
@@ -121,7 +127,9 @@ func (c *call) serveGuarded() (status int, err error) {
 // settle); and answers 500 in the client's dialect (OpenAI's
 // server_error, Anthropic's api_error) with x-should-retry: false when
 // no answer had begun, or ends a stream already relaying with an error
-// event. A panic after the answer was written is only logged and settled.
+// event. A panic after the client had its whole answer (a stream's
+// terminator, a written answer) is only logged, and the call settled as
+// a success.
 func (c *call) panicked(p any, stack []byte) (int, error) {
 	fe := &failure.Error{Kind: failure.Permanent, Reason: failure.Unknown, Status: http.StatusInternalServerError,
 		Message: "belay failed on this call with an internal error (logged with its stack trace); the same request may fail the same way"}
@@ -130,16 +138,23 @@ func (c *call) panicked(p any, stack []byte) (int, error) {
 		slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(stack)))
 	if c.turn != nil && !c.settling {
 		c.settling = true
-		var charges []Charge
+		charges := c.taken
 		if c.mu.TryLock() { // a panic while it was held left it locked
-			charges, c.charges = c.charges, nil
+			charges = append(charges, c.charges...)
+			c.charges = nil
 			c.mu.Unlock()
 		}
-		if _, err := c.turn.Settle(context.WithoutCancel(c.r.Context()), Outcome{Charges: charges, Err: fe}); err != nil {
+		o := Outcome{Charges: charges, Err: fe}
+		if c.answered { // the client has its whole answer: the call succeeded
+			o.Err = nil
+		}
+		if _, err := c.turn.Settle(context.WithoutCancel(c.r.Context()), o); err != nil {
 			c.s.log.LogAttrs(c.r.Context(), levelFor(err), "settle failed", slogString("run", c.runID), slogErr(err))
 		}
 	}
 	switch {
+	case c.answered: // nothing may follow a whole answer
+		return http.StatusOK, nil
 	case c.committed:
 		_ = c.relay(c.f.errorEvent(fe))
 	case !c.aw.begun:
@@ -269,7 +284,8 @@ func (c *call) serve() (int, error) {
 	err = attemptsNote(deadlineNote(c.finalFailure(ctx, err), &res), &res)
 
 	// settle + record, respond
-	out := Outcome{Charges: c.takeCharges(), Result: res, Err: err, TimeToFirstToken: c.ttft}
+	c.taken = c.takeCharges()
+	out := Outcome{Charges: c.taken, Result: res, Err: err, TimeToFirstToken: c.ttft}
 	settle := func() budget.USD {
 		c.settling = true
 		if s.cfg.Capture != config.CaptureOff { // for the record only: after the answer
@@ -312,6 +328,7 @@ func (c *call) serve() (int, error) {
 		status, werr = c.refuseUpstream(asFailure(err))
 	} else {
 		status, werr = c.writeAnswer()
+		c.answered = werr == nil
 	}
 	if later {
 		// The answer has its length: once flushed it is complete. The
@@ -487,6 +504,7 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 	defer wd.stop()
 	var sent atomic.Bool
 	charged := c.chargeCount()
+	c.reading2xx = false
 	defer func() {
 		if p := recover(); p != nil {
 			// A panic during the attempt (see serveGuarded): charge what
@@ -497,6 +515,8 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 			case c.chargeCount() != charged:
 			case c.streamed != nil:
 				c.chargeStream(d, c.streamed)
+			case c.reading2xx: // generated whole: as a cut answer
+				c.chargeCut(d)
 			case sent.Load():
 				c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
 			}
@@ -508,6 +528,7 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 		err = c.attemptStream(ctx, wd, d, &sent)
 	} else {
 		err = c.attemptOnce(ctx, wd, d, &sent)
+		c.reading2xx = false
 	}
 	if err == nil {
 		return nil

@@ -141,6 +141,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 			return afterCommit(clientGone(err))
 		}
 		if o.Terminator {
+			c.answered = true
 			finishBody(resp.Body, wd, c.s.finishWait)
 			return nil
 		}

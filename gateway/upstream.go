@@ -191,6 +191,7 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 		return err
 	}
 	defer resp.Body.Close()
+	c.reading2xx = resp.StatusCode/100 == 2 // until attempt returns (not reset by a defer: see its recover)
 	wd.arm(c.s.cfg.Timeouts.Idle.D(), errIdle)
 	fe, head, rerr := failure.ClassifyHTTP(frontFor(d.Dialect).dialect(), resp)
 	if rerr != nil && resp.StatusCode/100 == 2 { // fe classifies rerr

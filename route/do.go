@@ -350,7 +350,7 @@ func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Err
 			begun = true
 		}
 		start := time.Now()
-		f := classify(l.call(l.ctx, &m.d), m.d.Name)
+		f := l.try(m, ticket)
 		end := time.Now()
 		l.res.add(Attempt{Deployment: m.d.Name, Start: start, Duration: end.Sub(start), Failure: f, Wait: wait, Breaker: ticket.State()})
 		if f == nil {
@@ -391,6 +391,21 @@ func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Err
 		}
 		retrying = true
 	}
+}
+
+// try makes one attempt on m under ticket. An attempt that panics frees
+// the ticket as a call that tells nothing of the deployment's health
+// (as a permanent failure does: in half-open, its probe slot opens for
+// another probe; a ticket never reported held it for good, and the
+// breaker refused every later call) before the panic goes on.
+func (l *loop) try(m *member, ticket breaker.Ticket) *failure.Error {
+	defer func() {
+		if p := recover(); p != nil {
+			ticket.DoneKindAt(failure.Permanent, time.Now())
+			panic(p)
+		}
+	}()
+	return classify(l.call(l.ctx, &m.d), m.d.Name)
 }
 
 // retryable reports whether f, a failure the chain moved on after, could be
