@@ -219,7 +219,7 @@ func (t *runTurn) Cover(ctx context.Context, charges []Charge) error {
 		prompt = max(prompt, c.Usage.Prompt())
 		tokens += c.Usage.Total()
 	}
-	if err := t.adm.HoldTokens(tokens + prompt + t.output); err != nil {
+	if err := t.adm.HoldTokens(ctx, tokens+prompt+t.output); err != nil {
 		return err
 	}
 	used, _ := t.adm.Price(runOutcome(Outcome{Charges: charges}, false))

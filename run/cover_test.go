@@ -280,7 +280,7 @@ func TestHoldTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.HoldTokens(70); err != nil {
+	if err := a.HoldTokens(ctx, 70); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r1.Admit(ctx, step()); failure.As(err) == nil || failure.As(err).Reason != failure.BudgetExceeded {
@@ -292,13 +292,13 @@ func TestHoldTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.HoldTokens(30); err != nil { // below its estimate: nothing to do
+	if err := a.HoldTokens(ctx, 30); err != nil { // below its estimate: nothing to do
 		t.Fatal(err)
 	}
-	if err := a.HoldTokens(70); err != nil {
+	if err := a.HoldTokens(ctx, 70); err != nil {
 		t.Fatal(err)
 	}
-	err = a.HoldTokens(101)
+	err = a.HoldTokens(ctx, 101)
 	if fe := failure.As(err); fe == nil || fe.Reason != failure.BudgetExceeded || fe.Kind != failure.Fatal ||
 		!strings.Contains(fe.Message, "101, do not fit the run's limit of 100") {
 		t.Fatalf("HoldTokens(101): %v; want a Fatal budget_exceeded", err)
@@ -306,7 +306,7 @@ func TestHoldTokens(t *testing.T) {
 	if err := a.Settle(ctx, budget.Usage{InputTokens: 20, OutputTokens: 10}, Outcome{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.HoldTokens(80); !errors.Is(err, ErrSettled) {
+	if err := a.HoldTokens(ctx, 80); !errors.Is(err, ErrSettled) {
 		t.Fatalf("HoldTokens after Settle: %v; want ErrSettled", err)
 	}
 	// 30 used and the hold gone: a 40-token step fits, a second does not (30 + 40 + 40 > 100).

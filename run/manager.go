@@ -247,6 +247,7 @@ func (m *Manager) renewOpen(ctx context.Context) {
 			if a.tokID != "" {
 				ids = append(ids, a.tokID)
 			}
+			ids = append(ids, a.tokExtra...)
 			ids = append(ids, a.extra...)
 		}
 		r.mu.Unlock()

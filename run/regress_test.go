@@ -444,3 +444,36 @@ func TestRegression_TwoProcessesShareTokens(t *testing.T) {
 		t.Fatalf("record %+v; want 3 turns, 21 in and 60 out", rec)
 	}
 }
+
+// A step's token hold (HoldTokens, before a retry) counts for the run's
+// other processes too: it is reserved in the ledger (an adversarial
+// review: B admitted 500 tokens while A held 700 of the run's 1,000, and
+// the run used 1,200). The hold is released when the step settles.
+func TestRegression_TokenHoldAcrossProcesses(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	ra := f.start(t, Spec{ID: "hold", Limits: store.Limits{MaxTokens: 1000}})
+	rb, err := f.second(t).Get(ctx, "hold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := ra.Admit(ctx, Step{Provider: "test", Model: "m", PromptTokens: 200, MaxOutputTokens: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Attempt 1 used 300 tokens and failed; the retry's estimate is 400.
+	if err := sa.HoldTokens(ctx, 700); err != nil {
+		t.Fatalf("HoldTokens: %v", err)
+	}
+	if b := f.balance(t, TokenScope("hold")); b.Reserved != 700 {
+		t.Fatalf("token scope %+v; want 700 reserved (the estimate and the hold)", b)
+	}
+	_, err = rb.Admit(ctx, Step{Provider: "test", Model: "m", PromptTokens: 250, MaxOutputTokens: 250})
+	wantReason(t, err, failure.BudgetExceeded, failure.Fatal)
+	if err := sa.Settle(ctx, usage(600, 100), Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	if b := f.balance(t, TokenScope("hold")); b.Reserved != 0 || b.Settled != 700 {
+		t.Fatalf("token scope after the settle %+v; want 700 settled, nothing held", b)
+	}
+}

@@ -324,9 +324,9 @@ func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 func (a *Admitted) chargeTokens(ctx context.Context) error {
 	r := a.r
 	r.mu.Lock()
-	in, out := a.usedIn, a.usedOut
+	in, out, extra := a.usedIn, a.usedOut, a.tokExtra
 	r.mu.Unlock()
-	c := &tokenCharger{a: a, in: in, out: out, lateID: ids.New(), outID: ids.New()}
+	c := &tokenCharger{a: a, in: in, out: out, extra: extra, lateID: ids.New(), outID: ids.New()}
 	return r.m.durably(ctx, "settle tokens", r.id, c.try, nil)
 }
 
@@ -451,6 +451,10 @@ type tokenCharger struct {
 	tried, late    bool // as charger's
 	spent, settled bool
 	lateID, outID  string
+	// extra are HoldTokens' reservations, released once the tokens are
+	// settled (released: how many are).
+	extra    []string
+	released int
 }
 
 func (c *tokenCharger) try(ctx context.Context) error {
@@ -463,6 +467,22 @@ func (c *tokenCharger) try(ctx context.Context) error {
 		}
 	}
 	c.spent = true
+	if err := c.settle(ctx); err != nil {
+		return err
+	}
+	for _, id := range c.extra[c.released:] { // after the settle: until it lands, the hold stays
+		if err := st.Release(ctx, id); err != nil && !errors.Is(err, budget.ErrUnknownReservation) {
+			return err
+		}
+		c.released++
+	}
+	return nil
+}
+
+// settle settles the step's token reservation, or spends the tokens anew
+// when it is gone.
+func (c *tokenCharger) settle(ctx context.Context) error {
+	st := c.a.r.m.st
 	if c.settled {
 		return nil
 	}

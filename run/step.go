@@ -63,8 +63,10 @@ type Admitted struct {
 	resID        string // "" when nothing was reserved
 	// tokID is the reservation of the step's estimated tokens in the
 	// run's TokenScope ("" when none: a Single run's step, a private
-	// one, a tool step).
-	tokID string
+	// one, a tool step); tokExtra are HoldTokens' reservations there
+	// (under r.mu).
+	tokID    string
+	tokExtra []string
 	// usedIn, usedOut: the tokens Settle charged (see TokenScope). Under r.mu.
 	usedIn, usedOut int64
 	// held is the money the step holds: its estimate, and what Cover
@@ -652,13 +654,16 @@ func (a *Admitted) unlink() {
 
 func (a *Admitted) releaseReservation(ctx context.Context) {
 	a.r.mu.Lock()
-	id, extra, tok := a.resID, a.extra, a.tokID
+	id, extra, tok, tokExtra := a.resID, a.extra, a.tokID, a.tokExtra
 	a.r.mu.Unlock()
 	if id != "" {
 		_ = a.r.m.st.Release(ctx, id)
 	}
 	if tok != "" {
 		_ = a.r.m.st.Release(ctx, tok)
+	}
+	for _, id := range tokExtra {
+		_ = a.r.m.st.Release(ctx, id)
 	}
 	for _, id := range extra {
 		_ = a.r.m.st.Release(ctx, id)
@@ -684,18 +689,11 @@ func (a *Admitted) releaseReservation(ctx context.Context) {
 // it reserved.
 func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
 	r := a.r
-	r.mu.Lock()
-	if a.cover == nil {
-		a.cover = make(chan struct{}, 1)
+	release, err := a.coverTurn(ctx)
+	if err != nil {
+		return err
 	}
-	turn := a.cover
-	r.mu.Unlock()
-	select {
-	case turn <- struct{}{}:
-		defer func() { <-turn }()
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	defer release()
 	r.mu.Lock()
 	if a.settled {
 		r.mu.Unlock()
@@ -724,7 +722,7 @@ func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
 		scopes, _ = r.scopes(now)
 	}
 	id := ids.New()
-	err := r.m.st.Reserve(ctx, budget.Reservation{ID: id, Owner: r.m.owner, Scopes: scopes, Amount: more,
+	err = r.m.st.Reserve(ctx, budget.Reservation{ID: id, Owner: r.m.owner, Scopes: scopes, Amount: more,
 		ExpiresAt: now.Add(r.m.cfg.ReservationTTL)})
 	if err != nil {
 		if !errors.Is(err, budget.ErrExceeded) {
@@ -748,40 +746,99 @@ func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
 	return nil
 }
 
+// coverTurn waits, until ctx ends, for the step's turn to change what it
+// holds (Cover, HoldTokens run one after another), and returns its
+// release.
+func (a *Admitted) coverTurn(ctx context.Context) (func(), error) {
+	r := a.r
+	r.mu.Lock()
+	if a.cover == nil {
+		a.cover = make(chan struct{}, 1)
+	}
+	turn := a.cover
+	r.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
 // HoldTokens makes the step count at least n tokens (those its attempts
 // used so far and its next attempt's estimate) against the run's token
 // limit (Limits.MaxTokens), as Cover does for money: a caller that
 // retries a call or falls back after attempts that used tokens holds
 // them before the next attempt (an adversarial review: one call's
 // retries took a run to 4,187 tokens past a limit of 2,500). The hold
-// counts, with the step's own estimate, until the step closes. A
-// refusal is a Fatal BudgetExceeded *failure.Error and changes nothing;
-// the step stays open. HoldTokens on a closed step returns ErrSettled.
-// It counts in this process's view of the run (its own steps, and what
-// the ledger held when the run's record was last read), not in the
-// ledger: the ledger holds the step's admission estimate until it
-// settles (see TokenScope). Safe for concurrent use.
-func (a *Admitted) HoldTokens(n int64) error {
+// counts, with the step's own estimate, until the step closes: in this
+// process's count and, for a run that counts its tokens in the ledger
+// (see TokenScope), as a reservation there, so that it holds across
+// processes. A refusal is a Fatal BudgetExceeded *failure.Error and
+// changes nothing; the step stays open. Other errors are the store's, or
+// ctx's cause. HoldTokens on a closed step returns ErrSettled. Safe for
+// concurrent use: holds of one step run one after another, with its
+// Covers.
+func (a *Admitted) HoldTokens(ctx context.Context, n int64) error {
 	r := a.r
+	release, err := a.coverTurn(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if a.settled {
+		r.mu.Unlock()
 		return ErrSettled
 	}
-	if n <= a.tokens {
+	more := n - a.tokens
+	lim := r.rec.Limits.MaxTokens
+	if more <= 0 {
+		r.mu.Unlock()
 		return nil
 	}
-	if lim := r.rec.Limits.MaxTokens; lim > 0 {
+	if lim > 0 {
 		others := r.rec.InputTokens + r.rec.OutputTokens + r.pending - a.tokens
 		if others+n > lim {
-			return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
-				Message: fmt.Sprintf("token limit: the call's tokens so far with its next attempt's estimate, %d, do not fit the run's limit of %d "+
-					"(%d used or in flight by the rest of the run)", n, lim, others)}
+			r.mu.Unlock()
+			return holdRefusal(n, lim, fmt.Sprintf("%d used or in flight by the rest of the run", others))
 		}
+	}
+	ledger := a.tokID != ""
+	r.mu.Unlock()
+	var id string
+	if ledger {
+		id = ids.New()
+		err := r.m.st.Reserve(ctx, budget.Reservation{ID: id, Owner: r.m.owner, Amount: budget.USD(more),
+			Scopes: []budget.ScopeLimit{{Scope: TokenScope(r.id), Limit: budget.USD(lim)}}, ExpiresAt: r.m.now().Add(r.m.cfg.ReservationTTL)})
+		if errors.Is(err, budget.ErrExceeded) {
+			return holdRefusal(n, lim, "with what the run's calls, in every process sharing the store, used and hold")
+		}
+		if err != nil {
+			return fmt.Errorf("run: reserve tokens: %w", err)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.settled { // Settle or Fail released what it knew of
+		if id != "" {
+			_ = r.m.st.Release(context.WithoutCancel(ctx), id)
+		}
+		return ErrSettled
+	}
+	if id != "" {
+		a.tokExtra = append(a.tokExtra, id)
 	}
 	r.pending += n - a.tokens
 	a.tokens = n
 	return nil
+}
+
+// holdRefusal is HoldTokens' refusal: n tokens do not fit the run's token
+// limit lim, for the reason why.
+func holdRefusal(n, lim int64, why string) *failure.Error {
+	return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded,
+		Message: fmt.Sprintf("token limit: the call's tokens so far with its next attempt's estimate, %d, do not fit the run's limit of %d (%s)", n, lim, why)}
 }
 
 // coverRefusal is Cover's refusal: total does not fit in scope's limit,
