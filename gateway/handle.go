@@ -41,15 +41,14 @@ type call struct {
 	req    *request
 	chain  []route.Deployment
 
-	turn          Turn   // the admitted turn (nil before admission)
-	attempts      int    // attempts started so far
-	firstDep      string // the chain's first deployment
-	committed     bool   // the response header has been written
-	answer        *answer
-	streamed      streamFollower // the committed stream's follower (nil: none)
-	streamCharged bool           // chargeStream has charged the committed stream
-	ttft          time.Duration
-	writeBy       time.Time // the write deadline set on the client's connection (zero: none)
+	turn      Turn   // the admitted turn (nil before admission)
+	attempts  int    // attempts started so far
+	firstDep  string // the chain's first deployment
+	committed bool   // the response header has been written
+	answer    *answer
+	streamed  streamFollower // the committed stream's follower (nil: none)
+	ttft      time.Duration
+	writeBy   time.Time // the write deadline set on the client's connection (zero: none)
 
 	// stopAttempts ends the router's loop before its next attempt, with
 	// the cause the call's failure becomes (see coverNext).
@@ -511,8 +510,13 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 			// it used, unless it was charged, as a cut stream (the
 			// committed stream is this attempt's) or a canceled attempt
 			// is charged.
+			if !c.mu.TryLock() { // a panic while it was held left it locked
+				panic(p)
+			}
+			n := len(c.charges)
+			c.mu.Unlock()
 			switch {
-			case c.chargeCount() != charged:
+			case n != charged:
 			case c.streamed != nil:
 				c.chargeStream(d, c.streamed)
 			case c.reading2xx: // generated whole: as a cut answer
