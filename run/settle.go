@@ -190,7 +190,9 @@ type Quote struct {
 	// where no other admission reads its charge). When false, Settle
 	// charges Cost before it returns, so that the next admission, in any
 	// process, sees it: a caller that answers its client before settling
-	// must settle first in that case.
+	// must settle first in that case. It is false too for a step of a run
+	// with a token limit whose tokens are in the ledger (see TokenScope):
+	// Settle settles them before it returns.
 	Covered bool
 }
 
@@ -215,7 +217,12 @@ func (a *Admitted) Quote(u budget.Usage, o Outcome) Quote {
 		a.quoted = true
 		r.quoted++
 	}
-	return Quote{Cost: cost, Estimated: estimated, Covered: a.covers(cost)}
+	// A run with a token limit settles the step's tokens before Settle
+	// returns (see Settle), which the caller must not put after its answer:
+	// until then the ledger holds the step's estimate, and the run's next
+	// call in another process would be admitted against it.
+	covered := a.covers(cost) && !(a.tokID != "" && r.rec.Limits.MaxTokens > 0)
+	return Quote{Cost: cost, Estimated: estimated, Covered: covered}
 }
 
 // covers reports whether Settle charges cost off the request path (see
