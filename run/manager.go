@@ -227,7 +227,8 @@ func (m *Manager) setKills(s killSet) { m.kills.Store(&s) }
 // review: after 15 minutes the janitor released a live call's
 // reservation, another call of the tenant was admitted against it, and
 // the tenant spent $1.60 of $1.00). A failed write is left to the next
-// tick; the reservations then live on their earlier expiry. Steps of an
+// tick; the reservations then live on their earlier expiry. Closed steps
+// whose settle is still being written are renewed too. Open steps of an
 // ended run are not renewed: a kill or the deadline cancels them, and one
 // that has not settled a TTL after its run ended (a caller that never
 // calls Settle or Fail) lets its money go, as before a run's end kept
@@ -236,19 +237,16 @@ func (m *Manager) renewOpen(ctx context.Context) {
 	var ids []string
 	for _, r := range m.held() {
 		r.mu.Lock()
-		if r.ended {
-			r.mu.Unlock()
-			continue
+		// A closed step whose settle is being written (and retried) keeps
+		// its reservations: one that expired meanwhile would make the
+		// settle's retry take its spend for done.
+		for a := range r.settling {
+			ids = a.holds(ids)
 		}
-		for a := range r.open {
-			if a.resID != "" {
-				ids = append(ids, a.resID)
+		if !r.ended {
+			for a := range r.open {
+				ids = a.holds(ids)
 			}
-			if a.tokID != "" {
-				ids = append(ids, a.tokID)
-			}
-			ids = append(ids, a.tokExtra...)
-			ids = append(ids, a.extra...)
 		}
 		r.mu.Unlock()
 	}

@@ -477,3 +477,44 @@ func TestRegression_TokenHoldAcrossProcesses(t *testing.T) {
 		t.Fatalf("token scope after the settle %+v; want 700 settled, nothing held", b)
 	}
 }
+
+// A step whose settle the store keeps failing past the reservation's TTL
+// keeps its reservation while the settle is retried: the settle lands at
+// the step's cost (an adversarial review: renewal stopped at the step's
+// close, the janitor expired the reservation, and the retry took the
+// spend for done, recording nothing).
+func TestRegression_SettleRetriedPastTheTTLKeepsItsReservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &flakyStore{Store: memstore.New()}
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1, Logger: quiet,
+			ReservationTTL: 2 * time.Minute, ExpireEvery: 30 * time.Second, StoreRetryFor: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ctx := context.Background()
+		r, err := m.Start(ctx, Spec{ID: "ttl", Tenant: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := r.Admit(ctx, modelStep(cents(10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.settleFails.Store(1 << 30) // the store refuses settles until told otherwise
+		if err := a.Settle(ctx, usage(3, 0), Outcome{}); err != nil {
+			t.Fatalf("Settle: %v (want nil: retried in the background)", err)
+		}
+		time.Sleep(5 * time.Minute) // past the TTL, with the janitor running
+		synctest.Wait()
+		if b, _ := st.Balance(ctx, budget.RunScope("ttl")); b.Reserved != cents(10) {
+			t.Fatalf("run scope while the settle is retried %+v; want the 10¢ reservation kept", b)
+		}
+		st.settleFails.Store(0)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if b, _ := st.Balance(ctx, budget.RunScope("ttl")); b.Settled != cents(3) || b.Reserved != 0 {
+			t.Fatalf("run scope %+v; want the step's 3¢ settled, nothing held", b)
+		}
+	})
+}

@@ -47,6 +47,10 @@ type Run struct {
 	// back (a step that does not fit the money limit).
 	reserving int
 	open      map[*Admitted]struct{}
+	// settling counts, per closed step, its ledger settles not done yet
+	// (Admitted.settleWrite): its reservations are renewed until they
+	// are (see Manager.renewOpen).
+	settling map[*Admitted]int
 	events    []trace.Event
 	// eventsDropped counts the events left out (see maxEventsPerName).
 	eventsDropped int64

@@ -178,6 +178,27 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	return err
 }
 
+// settleWrite runs fn, one of the closed step's ledger settles, with
+// Manager.durably (a store that fails is retried in the background); the
+// step's reservations are renewed until every such write is done (see
+// Manager.renewOpen).
+func (a *Admitted) settleWrite(ctx context.Context, op string, fn func(context.Context) error) error {
+	r := a.r
+	r.mu.Lock()
+	if r.settling == nil {
+		r.settling = map[*Admitted]int{}
+	}
+	r.settling[a]++
+	r.mu.Unlock()
+	return r.m.durably(ctx, op, r.id, fn, func(error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.settling[a]--; r.settling[a] <= 0 {
+			delete(r.settling, a)
+		}
+	})
+}
+
 // Quote is what Settle charges for a step's usage, known before it
 // settles.
 type Quote struct {
@@ -323,7 +344,7 @@ func (a *Admitted) charge(ctx context.Context, cost budget.USD) error {
 		a.scopes, a.tb = r.scopes(r.m.now())
 	}
 	c := &charger{a: a, cost: cost, lateID: ids.New(), extra: extra}
-	return r.m.durably(ctx, "settle", r.id, c.try, nil)
+	return a.settleWrite(ctx, "settle", c.try)
 }
 
 // chargeTokens settles the step's token reservation at the tokens it used
@@ -334,7 +355,7 @@ func (a *Admitted) chargeTokens(ctx context.Context) error {
 	in, out, extra := a.usedIn, a.usedOut, a.tokExtra
 	r.mu.Unlock()
 	c := &tokenCharger{a: a, in: in, out: out, extra: extra, lateID: ids.New(), outID: ids.New()}
-	return r.m.durably(ctx, "settle tokens", r.id, c.try, nil)
+	return a.settleWrite(ctx, "settle tokens", c.try)
 }
 
 // spend records a step admitted in memory (the first of a Fresh run): its

@@ -746,6 +746,19 @@ func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
 	return nil
 }
 
+// holds appends the ids of the step's ledger reservations to ids. Under
+// r.mu.
+func (a *Admitted) holds(ids []string) []string {
+	if a.resID != "" {
+		ids = append(ids, a.resID)
+	}
+	if a.tokID != "" {
+		ids = append(ids, a.tokID)
+	}
+	ids = append(ids, a.extra...)
+	return append(ids, a.tokExtra...)
+}
+
 // coverTurn waits, until ctx ends, for the step's turn to change what it
 // holds (Cover, HoldTokens run one after another), and returns its
 // release.
