@@ -51,7 +51,7 @@ type Run struct {
 	// (Admitted.settleWrite): its reservations are renewed until they
 	// are (see Manager.renewOpen).
 	settling map[*Admitted]int
-	events    []trace.Event
+	events   []trace.Event
 	// eventsDropped counts the events left out (see maxEventsPerName).
 	eventsDropped int64
 	ended         bool
