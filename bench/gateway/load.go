@@ -244,9 +244,9 @@ func sequential(ctx context.Context, ts []*target, stream bool, warm, n, block i
 					break
 				}
 				r, err := t.do(ctx, b, stream, nil)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
 				s := out[t.name]
 				if err != nil || !r.ok(stream) {
 					s.fails++
