@@ -324,7 +324,7 @@ func (c *call) serve() (int, error) {
 		c.unavailable(storeUnavailableType, fe.Message, storeRetryAfterMS)
 		status, werr = http.StatusServiceUnavailable, fe
 	} else if err != nil {
-		status, werr = c.refuseUpstream(asFailure(err))
+		status, werr = c.refuseUpstream(asFailure(err), len(res.Refused()) > 0)
 	} else {
 		status, werr = c.writeAnswer()
 		c.answered = werr == nil

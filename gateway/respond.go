@@ -35,7 +35,26 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 // before any attempt (a breaker opened after serve's check) also says when
 // one lets a call through (see allOpenFailure); the call was counted in
 // its run, so x-should-retry: false stays.
-func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
+//
+// A call that the router stopped on a deployment a kill flag disabled
+// (refused: the router passed over some deployment), when a flag now
+// disables every deployment of its model, is answered as killed, naming
+// the flags and its last failure: the kill, set while the call ran, is
+// why no fallback was tried.
+func (c *call) refuseUpstream(fe *failure.Error, refused bool) (int, error) {
+	if fe.Reason == failure.CircuitOpen || refused {
+		if flags, killed, _ := c.s.unservable(c.chain); killed {
+			kf := c.killedFailure(flags)
+			switch {
+			case c.attempts == 0:
+			case fe.Reason == failure.CircuitOpen: // the kill refused the next attempt
+				kf.Message += fmt.Sprintf(" (set while the call was being retried; attempts made: %d)", c.attempts)
+			default:
+				kf.Message += fmt.Sprintf(" (set while the call ran; attempts made: %d, the last failed with %s: %s)", c.attempts, fe.Reason, message(fe))
+			}
+			return c.refuse(kf)
+		}
+	}
 	switch {
 	case upstreamRejectedCredentials(fe):
 		// The provider refused belay's credentials for the deployment,
@@ -49,19 +68,9 @@ func (c *call) refuseUpstream(fe *failure.Error) (int, error) {
 		cp.Message = fmt.Sprintf("upstream deployment %s %s (HTTP %d from the provider: %s); "+
 			"your key to belay was accepted: the gateway's config must fix that deployment's %s", fe.Deployment, what, fe.Status, message(fe), fix)
 		fe = &cp
-	case fe.Reason == failure.CircuitOpen:
-		// Every deployment refused the call's next attempt: a kill flag
-		// set while it ran (checked before each attempt) is why, or
-		// its breakers opened.
-		if flags, killed, _ := c.s.unservable(c.chain); killed {
-			fe = c.killedFailure(flags)
-			if c.attempts > 0 {
-				fe.Message += fmt.Sprintf(" (set while the call was being retried; attempts made: %d)", c.attempts)
-			}
-		} else if c.attempts == 0 {
-			if wait, ok := c.s.reopenIn(c.chain, time.Now()); ok {
-				fe = c.allOpenFailure(wait)
-			}
+	case fe.Reason == failure.CircuitOpen && c.attempts == 0:
+		if wait, ok := c.s.reopenIn(c.chain, time.Now()); ok {
+			fe = c.allOpenFailure(wait)
 		}
 	}
 	return c.refuse(fe)
