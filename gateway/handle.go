@@ -22,6 +22,7 @@ import (
 	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/route"
+	"github.com/belay-run/belay/store"
 )
 
 // call is the state of one model call on the request path. It is used by
@@ -231,7 +232,9 @@ func (c *call) serve() (int, error) {
 			}
 		}
 	}
-	switch flags, killed, open := s.unservable(c.chain); {
+	// A flag on the alias itself is the run layer's to refuse (Admit, with
+	// the run's stop): only the deployments' flags are looked at here.
+	switch flags, killed, open := s.unservable("", c.chain); {
 	case killed:
 		return c.refuse(c.killedFailure(flags))
 	case open:
@@ -435,20 +438,23 @@ func attemptsNote(err error, res *route.Result) error {
 	return &cp
 }
 
-// unservable reports whether no deployment of chain can take a call now,
-// looking once at each and stopping at the first that can: killed when a
-// kill flag disables every one (flags: the flags, each once, "model
+// unservable reports whether no deployment of chain, serving model alias
+// alias ("": not looked at), can take a call now, looking once at each
+// and stopping at the first that can: killed when a kill flag disables
+// the alias or every one (flags: the flags, each once, "model
 // gpt-4o: runaway"), else open when the breaker of every one a flag does
 // not disable refuses calls now (open, or half-open with its probes in
 // flight).
-func (s *Server) unservable(chain []route.Deployment) (flags []string, killed, open bool) {
+func (s *Server) unservable(alias string, chain []route.Deployment) (flags []string, killed, open bool) {
+	if s.aliasDisabled != nil {
+		if k, off := s.aliasDisabled(alias); off {
+			return []string{killFlag(k)}, true, false
+		}
+	}
 	for _, d := range chain {
 		if s.disabled != nil {
 			if k, off := s.disabled(d); off {
-				f := fmt.Sprintf("%s %s", k.Target, k.Name)
-				if k.Reason != "" {
-					f += ": " + k.Reason
-				}
+				f := killFlag(k)
 				if !slices.Contains(flags, f) {
 					flags = append(flags, f)
 				}
@@ -464,6 +470,15 @@ func (s *Server) unservable(chain []route.Deployment) (flags []string, killed, o
 		return nil, false, true
 	}
 	return flags, true, false
+}
+
+// killFlag describes kill flag k: "model gpt-4o: runaway".
+func killFlag(k store.Kill) string {
+	f := fmt.Sprintf("%s %s", k.Target, k.Name)
+	if k.Reason != "" {
+		f += ": " + k.Reason
+	}
+	return f
 }
 
 // outcomeUnknown reports whether an attempt that failed for reason r,

@@ -67,22 +67,34 @@ func TestKillStopsRetriesOnTheDeployment(t *testing.T) {
 	}
 }
 
-// A provider model killed while its first deployment fails with a
-// degraded failure (here 401: the router falls back at once): the kill
-// passes over the fallback, and the call is answered as killed, naming
-// its last failure, not with the first deployment's 401 (an adversarial
-// review, from reading).
+// A model killed, by its provider name or by the alias the client named,
+// while the call's first deployment fails with a degraded failure (here
+// 401: the router falls back at once): the kill passes over the fallback,
+// and the call is answered as killed, naming its last failure, not with
+// the first deployment's 401 (an adversarial review, from reading).
 func TestKillStopsTheFallback(t *testing.T) {
-	k, url := newKillOnFirst(t, http.StatusUnauthorized, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`)
-	g := newGW(t, aliasRetrying(4, "admin_key: adm\n", openAIDep("d", "gpt-4o", url), openAIDep("e", "gpt-4o", url)), nil)
-	k.kill(t, g, `{"target":"model","name":"gpt-4o","reason":"runaway"}`)
-	resp, b := g.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "k2")
-	if n := k.calls.Load(); n != 1 {
-		t.Errorf("%d upstream calls; want 1 (the fallback passed over)", n)
-	}
-	_, code, msg := decodeError(t, b)
-	if resp.StatusCode != http.StatusForbidden || code != "killed" || !strings.Contains(msg, "model gpt-4o: runaway") ||
-		!strings.Contains(msg, "the last failed with authentication") {
-		t.Errorf("status %d: %s; want 403 killed naming the flag and the last failure", resp.StatusCode, b)
+	for _, name := range []string{"gpt-4o", "m"} {
+		t.Run(name, func(t *testing.T) {
+			k, url := newKillOnFirst(t, http.StatusUnauthorized, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`)
+			g := newGW(t, aliasRetrying(4, "admin_key: adm\n", openAIDep("d", "gpt-4o", url), openAIDep("e", "gpt-4o", url)), nil)
+			k.kill(t, g, `{"target":"model","name":"`+name+`","reason":"runaway"}`)
+			resp, b := g.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "k2")
+			if n := k.calls.Load(); n != 1 {
+				t.Errorf("%d upstream calls; want 1 (the fallback passed over)", n)
+			}
+			_, code, msg := decodeError(t, b)
+			if resp.StatusCode != http.StatusForbidden || code != "killed" || !strings.Contains(msg, "model "+name+": runaway") ||
+				!strings.Contains(msg, "the last failed with authentication") {
+				t.Errorf("status %d: %s; want 403 killed naming the flag and the last failure", resp.StatusCode, b)
+			}
+			if rec := g.run("k2"); rec.Status == "stopped" {
+				t.Errorf("run %+v; a model's kill refuses the call, it does not stop the run", rec)
+			}
+			// The model's next call is refused before it counts in the run.
+			resp, b = g.do("POST", "/v1/chat/completions", chat, "X-Belay-Run-Id", "k2")
+			if _, code, _ := decodeError(t, b); resp.StatusCode != http.StatusForbidden || code != "killed" || k.calls.Load() != 1 {
+				t.Errorf("next call: status %d: %s; want 403 killed, nothing sent", resp.StatusCode, b)
+			}
+		})
 	}
 }

@@ -43,7 +43,7 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 // why no fallback was tried.
 func (c *call) refuseUpstream(fe *failure.Error, refused bool) (int, error) {
 	if fe.Reason == failure.CircuitOpen || refused {
-		if flags, killed, _ := c.s.unservable(c.chain); killed {
+		if flags, killed, _ := c.s.unservable(c.alias, c.chain); killed {
 			kf := c.killedFailure(flags)
 			switch {
 			case c.attempts == 0:

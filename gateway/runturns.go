@@ -59,6 +59,9 @@ type Disabler interface {
 	// Disabled returns the kill flag that disables d (its deployment's
 	// first, else its model's) and true; false when none does.
 	Disabled(d route.Deployment) (store.Kill, bool)
+	// AliasDisabled returns the kill flag on the model alias clients
+	// name, and true; false when there is none.
+	AliasDisabled(alias string) (store.Kill, bool)
 }
 
 // noter is implemented by a Turns that can record an event on a run it
@@ -85,6 +88,11 @@ func (t *runTurns) Stats() run.Stats { return t.m.Stats() }
 
 // Holds reports whether this process holds run id (see run.Manager.Holds).
 func (t *runTurns) Holds(id string) bool { return t.m.Holds(id) }
+
+// AliasDisabled returns the kill flag on model alias alias.
+func (t *runTurns) AliasDisabled(alias string) (store.Kill, bool) {
+	return t.m.Killed(store.KillModel, alias)
+}
 
 // Disabled returns the kill flag on d, else the one on its model.
 func (t *runTurns) Disabled(d route.Deployment) (store.Kill, bool) {

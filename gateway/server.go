@@ -77,9 +77,13 @@ type Server struct {
 	store store.Store
 	flush func(ctx context.Context, runID string) error
 	// disabled returns the kill flag that disables a deployment (nil:
-	// none can).
-	disabled func(route.Deployment) (store.Kill, bool)
-	router   *route.Router
+	// none can); aliasDisabled the one on a model alias clients name.
+	disabled      func(route.Deployment) (store.Kill, bool)
+	aliasDisabled func(alias string) (store.Kill, bool)
+	// clientAlias maps the router's alias names to the model aliases
+	// clients name (their route.Alias DisplayName).
+	clientAlias map[string]string
+	router      *route.Router
 	// upstream sends the attempts. It is called directly, not through an
 	// http.Client: an attempt is one request, and a provider's redirect
 	// is an answer to classify, not one to follow (a client would also
@@ -138,7 +142,11 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 	}
 	s.aliases, s.models = aliases, models
 	if dis, ok := deps.Runs.(Disabler); ok {
-		s.disabled = dis.Disabled
+		s.disabled, s.aliasDisabled = dis.Disabled, dis.AliasDisabled
+	}
+	s.clientAlias = map[string]string{}
+	for _, a := range rcfg.Aliases {
+		s.clientAlias[a.Name] = a.DisplayName
 	}
 	s.router = deps.Router
 	if s.router == nil {
@@ -155,8 +163,11 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 				slogString("from", from.String()))
 		}
 		if s.disabled != nil {
-			rcfg.Skip = func(d *route.Deployment) bool {
-				_, off := s.disabled(*d)
+			rcfg.Skip = func(alias string, d *route.Deployment) bool {
+				if _, off := s.disabled(*d); off {
+					return true
+				}
+				_, off := s.aliasDisabled(s.clientAlias[alias])
 				return off
 			}
 		}

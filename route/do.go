@@ -153,7 +153,7 @@ func (r *Router) Do(ctx context.Context, alias string, call func(ctx context.Con
 	}
 	// res lives inside l, not behind a pointer, so that it stays on the
 	// stack: the success path does not allocate.
-	l := loop{r: r, ctx: ctx, call: call, limit: c.maxAttempts}
+	l := loop{r: r, alias: alias, ctx: ctx, call: call, limit: c.maxAttempts}
 	res := &l.res
 	members, fellBack := c.members, false
 	var last *failure.Error
@@ -262,6 +262,7 @@ const (
 // loop is the state of one Do call.
 type loop struct {
 	r     *Router
+	alias string // the alias Do was called with
 	ctx   context.Context
 	call  func(context.Context, *Deployment) error
 	res   Result
@@ -300,7 +301,7 @@ func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Err
 		if l.res.n >= l.limit {
 			return stop, nil
 		}
-		if l.r.skip != nil && l.r.skip(&m.d) || m.b.State() == breaker.Open {
+		if l.r.skip != nil && l.r.skip(l.alias, &m.d) || m.b.State() == breaker.Open {
 			l.res.refuse(m.d.Name)
 			return refused, nil
 		}
@@ -333,7 +334,7 @@ func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Err
 		if err := l.ctx.Err(); err != nil {
 			return stop, contextFailure(err, last)
 		}
-		if l.r.skip != nil && l.r.skip(&m.d) { // also before a retry: a kill applies to calls retrying on it
+		if l.r.skip != nil && l.r.skip(l.alias, &m.d) { // also before a retry: a kill applies to calls retrying on it
 			l.res.refuse(m.d.Name)
 			return refused, nil
 		}

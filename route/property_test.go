@@ -142,7 +142,7 @@ func TestPropertyConcurrentCalls(t *testing.T) {
 			Breaker:     breaker.Settings{ConsecutiveFailures: 1 + rng.IntN(3), OpenFor: time.Duration(1 + rng.Int64N(int64(3*time.Second)))},
 			RetryBudget: retry.BudgetSettings{MinConcurrency: 1, Ratio: 0.01},
 			MaxAttempts: rng.IntN(14),
-			Skip:        func(d *Deployment) bool { return d.Name == "b" && skipB.Load() },
+			Skip:        func(_ string, d *Deployment) bool { return d.Name == "b" && skipB.Load() },
 		}
 		// Config.Rand must be safe for concurrent use.
 		jitter, jmu := rand.New(rand.NewPCG(rng.Uint64(), 2)), new(sync.Mutex)

@@ -94,11 +94,12 @@ type Config struct {
 	OnBreakerChange func(deployment string, from, to breaker.State)
 
 	// Skip, if set, is asked before each attempt of a call on a
-	// deployment, retries included; true passes over the deployment as
-	// if its breaker were open (an operator disabled it with the kill
-	// switch), also in the middle of the call's retries on it. It must
-	// be fast and safe for concurrent use.
-	Skip func(d *Deployment) bool
+	// deployment, retries included, with the alias the call was made
+	// for (Do's); true passes over the deployment as if its breaker were
+	// open (an operator disabled it, or the alias, with the kill
+	// switch), also in the middle of the call's retries and fallbacks.
+	// It must be fast and safe for concurrent use.
+	Skip func(alias string, d *Deployment) bool
 }
 
 // Router routes calls over deployments and aliases. It is safe for
@@ -110,7 +111,7 @@ type Router struct {
 	policy      retry.Policy
 	maxAttempts int
 	rand        func() float64
-	skip        func(d *Deployment) bool
+	skip        func(alias string, d *Deployment) bool
 }
 
 // member is a deployment with its breaker and retry budget.

@@ -515,7 +515,7 @@ func TestRateLimitsDoNotOpenBreaker(t *testing.T) {
 // A skipped (disabled) deployment is passed over without an attempt.
 func TestSkipDisabledDeployment(t *testing.T) {
 	cfg := testConfig()
-	cfg.Skip = func(d *Deployment) bool { return d.Name == "a" }
+	cfg.Skip = func(_ string, d *Deployment) bool { return d.Name == "a" }
 	r := mustRouter(t, cfg)
 	var tried []string
 	res, err := r.Do(t.Context(), "smart", func(ctx context.Context, d *Deployment) error {
@@ -525,7 +525,7 @@ func TestSkipDisabledDeployment(t *testing.T) {
 	if err != nil || res.Deployment.Name != "b" || len(tried) != 1 {
 		t.Fatalf("served by %v after trying %v (err %v); want b only", res.Deployment, tried, err)
 	}
-	cfg.Skip = func(*Deployment) bool { return true }
+	cfg.Skip = func(string, *Deployment) bool { return true }
 	r = mustRouter(t, cfg)
 	_, err = r.Do(t.Context(), "smart", func(ctx context.Context, d *Deployment) error {
 		t.Errorf("attempt on %s although every deployment is disabled", d.Name)
@@ -533,6 +533,22 @@ func TestSkipDisabledDeployment(t *testing.T) {
 	})
 	if !errors.Is(err, failure.CircuitOpen) {
 		t.Errorf("every deployment disabled: %v, want circuit_open", err)
+	}
+}
+
+// Skip is asked with the alias of the call: a deployment disabled for
+// one alias serves another (an alias's kill flag passes over its
+// deployments, also during a call, without disabling them elsewhere).
+func TestSkipByAlias(t *testing.T) {
+	cfg := testConfig()
+	cfg.Aliases = append(cfg.Aliases, Alias{Name: "pair", Deployments: []string{"a", "b"}})
+	cfg.Skip = func(alias string, d *Deployment) bool { return alias == "smart" && d.Name == "a" }
+	r := mustRouter(t, cfg)
+	for alias, want := range map[string]string{"smart": "b", "pair": "a"} {
+		res, err := r.Do(t.Context(), alias, func(ctx context.Context, d *Deployment) error { return nil })
+		if err != nil || res.Deployment.Name != want {
+			t.Errorf("%s: served by %v (err %v); want %s", alias, res.Deployment, err, want)
+		}
 	}
 }
 
