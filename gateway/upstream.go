@@ -194,7 +194,7 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	c.reading2xx = resp.StatusCode/100 == 2 // until attempt returns (not reset by a defer: see its recover)
 	wd.arm(c.s.cfg.Timeouts.Idle.D(), errIdle)
 	fe, head, rerr := failure.ClassifyHTTP(frontFor(d.Dialect).dialect(), resp)
-	if rerr != nil && resp.StatusCode/100 == 2 { // fe classifies rerr
+	if rerr != nil && c.reading2xx { // fe classifies rerr
 		c.chargeCut(d)
 	}
 	if fe != nil {
@@ -243,10 +243,11 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 }
 
 // chargeCut charges a 2xx answer whose body did not arrive whole (the
-// connection lost, timeouts.idle, a cancel). A non-streamed answer is
-// sent once generated, so the provider bills it whole: the prompt and,
-// its usage unread, the request's output limit (or
-// DefaultReserveOutputTokens), estimated, as overLimit charges.
+// connection lost, timeouts.idle, a cancel, the cap). A non-streamed
+// answer is sent once generated, so the provider bills it whole: the
+// prompt and, its usage unread, the request's output limit (or the
+// output the call reserved without one, DefaultReserveOutputTokens),
+// estimated.
 func (c *call) chargeCut(d *route.Deployment) {
 	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: cmp.Or(c.req.maxOutput, DefaultReserveOutputTokens)}, true)
 }
@@ -255,12 +256,10 @@ func (c *call) chargeCut(d *route.Deployment) {
 var utf8BOM = []byte("\xEF\xBB\xBF")
 
 // overLimit charges a response past the cap and returns its failure. Its
-// usage is unread: it is charged, marked estimated, the prompt and the
-// request's output limit, or the output the call reserved without one
-// (DefaultReserveOutputTokens; an adversarial review found such an answer
-// charged no output at all).
+// usage is unread: it is charged as a cut answer (chargeCut; an
+// adversarial review found such an answer charged no output at all).
 func (c *call) overLimit(d *route.Deployment, status int, limit int64) error {
-	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: cmp.Or(c.req.maxOutput, DefaultReserveOutputTokens)}, true)
+	c.chargeCut(d)
 	return tooLarge(d.Name, status, limit)
 }
 

@@ -740,12 +740,6 @@ func ledgerScopes(runID string) (turns, cost budget.Scope) {
 	return TurnScope(runID), budget.RunScope(runID)
 }
 
-func (r *Run) maxTurns() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.rec.Limits.MaxTurns
-}
-
 // background runs fn (a ledger write of a closed step) off the request
 // path. At most maxBackgroundWrites such writes and record writes run at
 // once; past that the caller waits (backpressure) rather than queueing
@@ -783,7 +777,8 @@ func (r *Run) background(ctx context.Context, fn func(context.Context)) {
 
 // counted returns the record to write: the in-memory one with its turn
 // count, cost and tokens raised to the ledger's (which count every
-// process's turns, spend and tokens: see TokenScope). A ledger that cannot be read leaves the in-memory counts.
+// process's turns, spend and tokens: see TokenScope). A ledger that
+// cannot be read leaves the in-memory counts.
 //
 // A running record is first checked against the stored one: when another
 // process has ended the run, this process takes that ending (its steps are
@@ -798,10 +793,8 @@ func (r *Run) counted(ctx context.Context) store.Run {
 	}
 	var ledger store.Run
 	turns, cost := ledgerScopes(r.id)
-	if turns != "" {
-		if b, err := r.m.st.Balance(ctx, turns); err == nil {
-			ledger.Turns = int(b.Settled + b.Reserved)
-		}
+	if b, err := r.m.st.Balance(ctx, turns); err == nil {
+		ledger.Turns = int(b.Settled + b.Reserved)
 	}
 	if b, err := r.m.st.Balance(ctx, cost); err == nil {
 		ledger.Cost = b.Settled

@@ -118,7 +118,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	// against what the step used rather than its estimate (prompt and
 	// output limit, often many times more); without one they are
 	// settled in the background.
-	tokensNow := a.tokID != "" && r.rec.Limits.MaxTokens > 0
+	tokensNow := a.tokensFirst()
 	r.mu.Unlock()
 
 	// A cost the reservation covers is settled off the request path:
@@ -242,7 +242,7 @@ func (a *Admitted) Quote(u budget.Usage, o Outcome) Quote {
 	// returns (see Settle), which the caller must not put after its answer:
 	// until then the ledger holds the step's estimate, and the run's next
 	// call in another process would be admitted against it.
-	covered := a.covers(cost) && !(a.tokID != "" && r.rec.Limits.MaxTokens > 0)
+	covered := a.covers(cost) && !a.tokensFirst()
 	return Quote{Cost: cost, Estimated: estimated, Covered: covered}
 }
 
@@ -405,14 +405,30 @@ func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool, in, ou
 func tokenSpends(runID, owner, id string, in, out int64) []budget.Reservation {
 	var rs []budget.Reservation
 	if out > 0 { // first: see tokenCharger
-		rs = append(rs, budget.Reservation{ID: id + "-out", Owner: owner, Amount: budget.USD(out), Spend: true,
-			Scopes: []budget.ScopeLimit{{Scope: OutputTokenScope(runID)}}})
+		rs = append(rs, tokenSpend(OutputTokenScope(runID), owner, id+"-out", out))
 	}
 	if in+out > 0 {
-		rs = append(rs, budget.Reservation{ID: id + "-tokens", Owner: owner, Amount: budget.USD(in + out), Spend: true,
-			Scopes: []budget.ScopeLimit{{Scope: TokenScope(runID)}}})
+		rs = append(rs, tokenSpend(TokenScope(runID), owner, id+"-tokens", in+out))
 	}
 	return rs
+}
+
+// tokenSpend is the spend, with id, of n tokens in scope.
+func tokenSpend(scope budget.Scope, owner, id string, n int64) budget.Reservation {
+	return budget.Reservation{ID: id, Owner: owner, Amount: budget.USD(n), Spend: true, Scopes: []budget.ScopeLimit{{Scope: scope}}}
+}
+
+// releaseFrom releases the reservations ids[*released:], counting in
+// *released those done (or already gone), so that a retry goes on where a
+// failed write stopped.
+func releaseFrom(ctx context.Context, st Store, ids []string, released *int) error {
+	for _, id := range ids[*released:] {
+		if err := st.Release(ctx, id); err != nil && !errors.Is(err, budget.ErrUnknownReservation) {
+			return err
+		}
+		*released++
+	}
+	return nil
 }
 
 // unlimited returns scopes without their limits: a spend that happened is
@@ -456,13 +472,7 @@ func (c *charger) try(ctx context.Context) error {
 		c.settled = true
 	}
 	// After the settle: until it lands, the extra money stays held.
-	for _, id := range c.extra[c.released:] {
-		if err := c.a.r.m.st.Release(ctx, id); err != nil && !errors.Is(err, budget.ErrUnknownReservation) {
-			return err
-		}
-		c.released++
-	}
-	return nil
+	return releaseFrom(ctx, c.a.r.m.st, c.extra, &c.released)
 }
 
 // tokenCharger settles a step's token reservation (Admitted.tokID) at the
@@ -488,8 +498,7 @@ type tokenCharger struct {
 func (c *tokenCharger) try(ctx context.Context) error {
 	st := c.a.r.m.st
 	if !c.spent && c.out > 0 {
-		err := st.Reserve(ctx, budget.Reservation{ID: c.outID, Owner: c.a.r.m.owner, Amount: budget.USD(c.out), Spend: true,
-			Scopes: []budget.ScopeLimit{{Scope: OutputTokenScope(c.a.r.id)}}})
+		err := st.Reserve(ctx, tokenSpend(OutputTokenScope(c.a.r.id), c.a.r.m.owner, c.outID, c.out))
 		if err != nil && !errors.Is(err, store.ErrConflict) { // a conflict: an earlier try spent it
 			return err
 		}
@@ -498,13 +507,8 @@ func (c *tokenCharger) try(ctx context.Context) error {
 	if err := c.settle(ctx); err != nil {
 		return err
 	}
-	for _, id := range c.extra[c.released:] { // after the settle: until it lands, the hold stays
-		if err := st.Release(ctx, id); err != nil && !errors.Is(err, budget.ErrUnknownReservation) {
-			return err
-		}
-		c.released++
-	}
-	return nil
+	// After the settle: until it lands, the hold stays.
+	return releaseFrom(ctx, st, c.extra, &c.released)
 }
 
 // settle settles the step's token reservation, or spends the tokens anew
@@ -528,8 +532,7 @@ func (c *tokenCharger) settle(ctx context.Context) error {
 	}
 	// The reservation is gone: the tokens are spent anew.
 	if c.in+c.out > 0 {
-		err := st.Reserve(ctx, budget.Reservation{ID: c.lateID, Owner: c.a.r.m.owner, Amount: budget.USD(c.in + c.out), Spend: true,
-			Scopes: []budget.ScopeLimit{{Scope: TokenScope(c.a.r.id)}}})
+		err := st.Reserve(ctx, tokenSpend(TokenScope(c.a.r.id), c.a.r.m.owner, c.lateID, c.in+c.out))
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("run: record late tokens: %w", err)
 		}

@@ -554,6 +554,11 @@ func TokenScope(runID string) budget.Scope { return budget.Scope("tokens:" + run
 // tokens (see TokenScope).
 func OutputTokenScope(runID string) budget.Scope { return budget.Scope("tokens-out:" + runID) }
 
+// tokensFirst reports whether the step's Settle settles its tokens before
+// it returns (see Settle): a step of a run with a token limit whose tokens
+// are in the ledger. Under r.mu.
+func (a *Admitted) tokensFirst() bool { return a.tokID != "" && a.r.rec.Limits.MaxTokens > 0 }
+
 // ledgerCounts reports whether the run counts its turns and tokens in the
 // ledger whatever its limits (see TokenScope), so that its record counts
 // every process's: a run that is not a Single run. A Single run counts its
@@ -654,18 +659,9 @@ func (a *Admitted) unlink() {
 
 func (a *Admitted) releaseReservation(ctx context.Context) {
 	a.r.mu.Lock()
-	id, extra, tok, tokExtra := a.resID, a.extra, a.tokID, a.tokExtra
+	ids := a.holds(nil)
 	a.r.mu.Unlock()
-	if id != "" {
-		_ = a.r.m.st.Release(ctx, id)
-	}
-	if tok != "" {
-		_ = a.r.m.st.Release(ctx, tok)
-	}
-	for _, id := range tokExtra {
-		_ = a.r.m.st.Release(ctx, id)
-	}
-	for _, id := range extra {
+	for _, id := range ids {
 		_ = a.r.m.st.Release(ctx, id)
 	}
 }
@@ -689,16 +685,11 @@ func (a *Admitted) releaseReservation(ctx context.Context) {
 // it reserved.
 func (a *Admitted) Cover(ctx context.Context, total budget.USD) error {
 	r := a.r
-	release, err := a.coverTurn(ctx)
+	release, err := a.coverTurn(ctx) // r.mu held
 	if err != nil {
 		return err
 	}
 	defer release()
-	r.mu.Lock()
-	if a.settled {
-		r.mu.Unlock()
-		return ErrSettled
-	}
 	held, scopes := a.held, a.scopes
 	more := total.Sub(held)
 	if more <= 0 {
@@ -761,7 +752,8 @@ func (a *Admitted) holds(ids []string) []string {
 
 // coverTurn waits, until ctx ends, for the step's turn to change what it
 // holds (Cover, HoldTokens run one after another), and returns its
-// release.
+// release with r.mu held; a closed step gives ErrSettled, holding
+// neither.
 func (a *Admitted) coverTurn(ctx context.Context) (func(), error) {
 	r := a.r
 	r.mu.Lock()
@@ -772,10 +764,16 @@ func (a *Admitted) coverTurn(ctx context.Context) (func(), error) {
 	r.mu.Unlock()
 	select {
 	case turn <- struct{}{}:
-		return func() { <-turn }, nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
+	r.mu.Lock()
+	if a.settled {
+		r.mu.Unlock()
+		<-turn
+		return nil, ErrSettled
+	}
+	return func() { <-turn }, nil
 }
 
 // HoldTokens makes the step count at least n tokens (those its attempts
@@ -794,16 +792,11 @@ func (a *Admitted) coverTurn(ctx context.Context) (func(), error) {
 // Covers.
 func (a *Admitted) HoldTokens(ctx context.Context, n int64) error {
 	r := a.r
-	release, err := a.coverTurn(ctx)
+	release, err := a.coverTurn(ctx) // r.mu held
 	if err != nil {
 		return err
 	}
 	defer release()
-	r.mu.Lock()
-	if a.settled {
-		r.mu.Unlock()
-		return ErrSettled
-	}
 	more := n - a.tokens
 	lim := r.rec.Limits.MaxTokens
 	if more <= 0 {
