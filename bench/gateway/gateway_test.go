@@ -132,3 +132,37 @@ func TestMemoryReadingIsTheMedian(t *testing.T) {
 		t.Errorf("rssText = %q, want %q", got, want)
 	}
 }
+
+// TestParsingRelay checks the -relay diagnostic: it relays a plain answer
+// and a complete stream, passes the upstream's error status on, and
+// refuses a body without a model itself.
+func TestParsingRelay(t *testing.T) {
+	st := &upstreamStats{}
+	up := httptest.NewServer(upstreamHandler(st))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	rl := httptest.NewServer(parsingRelay(u))
+	defer rl.Close()
+	ctx := context.Background()
+	tg := newTarget("relay", rl.URL+"/v1", "gpt-4o-mini", nil)
+
+	r, err := tg.do(ctx, tg.plain, false, nil)
+	if err != nil || !r.ok(false) {
+		t.Fatalf("plain: status %d, err %v", r.status, err)
+	}
+	r, err = tg.do(ctx, tg.stream, true, nil)
+	if err != nil || !r.ok(true) || r.ttft <= 0 {
+		t.Fatalf("stream: status %d done %v errEv %v ttft %v err %v", r.status, r.done, r.errEv, r.ttft, err)
+	}
+	r, err = tg.do(ctx, body("gpt-4o-mini", false, "x "+permanentMarker), false, nil)
+	if err != nil || r.status != http.StatusBadRequest {
+		t.Fatalf("permanent: status %d, err %v; want the upstream's 400", r.status, err)
+	}
+	r, err = tg.do(ctx, []byte(`{"messages":[]}`), false, nil)
+	if err != nil || r.status != http.StatusBadRequest {
+		t.Fatalf("no model: status %d, err %v; want 400", r.status, err)
+	}
+	if reqs, perm, err := upstreamCounts(ctx, up.URL); err != nil || reqs != 3 || perm != 1 {
+		t.Errorf("upstream counts = %d requests, %d permanent, %v; want 3, 1 (the body without a model not sent)", reqs, perm, err)
+	}
+}

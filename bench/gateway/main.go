@@ -49,6 +49,7 @@ type options struct {
 	seqOnly     bool
 	tputRounds  int
 	belayB      string
+	relay       bool
 	order       string
 	block       int
 }
@@ -79,6 +80,7 @@ func main() {
 	flag.IntVar(&o.tputRounds, "tput-only", 0, "diagnostic: measure only the throughput of proxy, belay[, belay-b], this many rounds (each target in turn, at the first -conc, for -tdur), and print each belay's median ratio to the proxy; no goals")
 	flag.StringVar(&o.belayB, "belay-b", "", "diagnostic, with -seq-only or -tput-only: a second belay binary measured in the same interleaved run (target belay-b, same config and store kind), for A/B comparisons that drift between runs does not blur")
 	flag.IntVar(&o.block, "block", 1, "requests each target gets in a row at its turn in the sequential measurements; above 1 the first of each block (which follows another target's request) is not sampled")
+	flag.BoolVar(&o.relay, "relay", false, "diagnostic, with -seq-only or -tput-only: also measure a minimal parsing relay (reads the body, decodes its model with encoding/json, relays the answer; no limits, records or retries), the floor of any gateway that routes on the body, and print each target's ratio to the proxy")
 	flag.StringVar(&o.order, "order", "shuffled", "order of the targets in each round of the sequential measurements: shuffled (drawn anew each round, seeded) or fixed (direct, proxy, belay[, belay-b], portkey: diagnostic, each target then always follows the same one)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs, logs, SQLite stores)")
 	flag.Parse()
@@ -194,6 +196,14 @@ func run(ctx context.Context, o options) error {
 			defer bb.stop()
 			targets = append(targets, newTarget("belay-b", bb.base+"/v1", "bench", nil))
 		}
+		if o.relay {
+			rl, err := startChild(ctx, "relay", exec.CommandContext(ctx, self, "-role", "relay", "-target", upBase), filepath.Join(dir, "relay.log"), true, 10*time.Second)
+			if err != nil {
+				return err
+			}
+			defer rl.stop()
+			targets = append(targets, newTarget("relay", "http://"+rl.addr+"/v1", "gpt-4o-mini", nil))
+		}
 		if o.tputRounds > 0 {
 			return tputOnly(ctx, o, targets[1:])
 		}
@@ -258,9 +268,8 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 			ms(med), ms(added[t.name]), ms(quantile(plain[t.name].total, 0.99)), plain[t.name].fails)
 	}
 	if added["proxy"] > 0 {
-		fmt.Printf("belay/proxy added median: %.2f×\n", float64(added["belay"])/float64(added["proxy"]))
-		if _, ok := added["belay-b"]; ok {
-			fmt.Printf("belay-b/proxy added median: %.2f×\n", float64(added["belay-b"])/float64(added["proxy"]))
+		for _, t := range targets[2:] {
+			fmt.Printf("%s/proxy added median: %.2f×\n", t.name, float64(added[t.name])/float64(added["proxy"]))
 		}
 	}
 	step("sequential streaming: %d warm-up + %d samples per target, interleaved", o.warm, o.n)
@@ -280,9 +289,10 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 			ms(quantile(stream[t.name].ttft, 0.5)), ms(p99), ms(addedTTFT[t.name]))
 	}
 	if addedTTFT["proxy"] > 0 {
-		fmt.Printf("belay/proxy added TTFT p99: %.2f×\n", float64(addedTTFT["belay"])/float64(addedTTFT["proxy"]))
-		if _, ok := addedTTFT["belay-b"]; ok {
-			fmt.Printf("belay-b/proxy added TTFT p99: %.2f×\n", float64(addedTTFT["belay-b"])/float64(addedTTFT["proxy"]))
+		for _, t := range targets[2:] {
+			if v, ok := addedTTFT[t.name]; ok {
+				fmt.Printf("%s/proxy added TTFT p99: %.2f×\n", t.name, float64(v)/float64(addedTTFT["proxy"]))
+			}
 		}
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 //
 //	-role upstream                 the zero-latency OpenAI-compatible upstream
 //	-role proxy -target URL        a bare httputil.ReverseProxy in front of URL
+//	-role relay -target URL        a minimal parsing relay in front of URL (diagnostic)
 //
 // Each prints "LISTEN host:port" on stdout once it accepts connections.
 
@@ -143,6 +144,74 @@ func bareProxy(target *url.URL) http.Handler {
 	}
 }
 
+// parsingRelay is a diagnostic floor (-relay): the least a gateway that
+// routes on the request's model must do. It reads the whole body, decodes
+// its model and stream fields with encoding/json, sends the body to target
+// with a keep-alive client, and relays the answer: a non-streamed one read
+// whole and written with its Content-Length, a streamed one flushed after
+// each read. No limits, records, retries or classification.
+func parsingRelay(target *url.URL) http.Handler {
+	client := &http.Client{Transport: &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        512,
+		MaxIdleConnsPerHost: 512,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		var req struct {
+			Model  string `json:"model"`
+			Stream bool   `json:"stream"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
+			http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, http.StatusBadRequest)
+			return
+		}
+		out, err := http.NewRequestWithContext(r.Context(), r.Method, target.String()+r.URL.Path, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		out.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		if !req.Stream {
+			answer, err := io.ReadAll(resp.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
+			w.WriteHeader(resp.StatusCode)
+			_, _ = w.Write(answer)
+			return
+		}
+		w.WriteHeader(resp.StatusCode)
+		fl, _ := w.(http.Flusher)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				_, _ = w.Write(buf[:n])
+				if fl != nil {
+					fl.Flush()
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+}
+
 // runRole serves one helper role until the process is killed.
 func runRole(role, target string) error {
 	var h http.Handler
@@ -155,8 +224,14 @@ func runRole(role, target string) error {
 			return fmt.Errorf("proxy: -target %q is not a URL", target)
 		}
 		h = bareProxy(u)
+	case "relay":
+		u, err := url.Parse(target)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("relay: -target %q is not a URL", target)
+		}
+		h = parsingRelay(u)
 	default:
-		return fmt.Errorf("unknown -role %q; want upstream or proxy", role)
+		return fmt.Errorf("unknown -role %q; want upstream, proxy or relay", role)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
