@@ -225,7 +225,7 @@ func (s *Server) adminKill(w http.ResponseWriter, r *http.Request) error {
 		if !ok || !h.Holds(k.Name) {
 			var nr *NoRunError
 			if err := CheckKillRun(r.Context(), s.store, k.Name); errors.As(err, &nr) {
-				return &adminError{http.StatusNotFound, err.Error() + ` nor held by this gateway; send "force": true to set the flag anyway (a flag may be set before its run starts)`}
+				return &adminError{http.StatusNotFound, err.Error() + " nor held by this gateway" + nr.Hint() + `; send "force": true to set the flag anyway (a flag may be set before its run starts)`}
 			} else if err != nil {
 				return err
 			}

@@ -87,7 +87,7 @@ func TestAdminAPI(t *testing.T) {
 	// A run id neither stored nor held here is refused, as belay kill run
 	// refuses it, unless forced (a flag may precede its run).
 	if st, m := h.admin("POST", "/admin/kill", `{"target":"run","name":"no-such-run"}`, "adm-key"); st != 404 ||
-		m["error"] != `no run "no-such-run" in the store nor held by this gateway; send "force": true to set the flag anyway (a flag may be set before its run starts)` {
+		m["error"] != `no run "no-such-run" in the store nor held by this gateway; a gateway with tenants stores a client's run as TENANT~ID; send "force": true to set the flag anyway (a flag may be set before its run starts)` {
 		t.Errorf("kill of an unknown run: %d %v", st, m)
 	}
 	if st, m := h.admin("POST", "/admin/kill", `{"target":"run","name":"no-such-run","force":true}`, "adm-key"); st != 200 {

@@ -125,25 +125,3 @@ func TestKeyRefusalLoggedPermanent(t *testing.T) {
 		t.Errorf("log lacks %s:\n%s", want, log)
 	}
 }
-
-// A key that reaches another tenant's run is logged at warn level (worth
-// an operator's eye), though belay's refusal of it is permanent.
-func TestOtherTenantsRunLoggedAtWarn(t *testing.T) {
-	var logged bytes.Buffer
-	var mu sync.Mutex
-	o := gateway.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))}
-	g := newGWOpts(t, "listen: 127.0.0.1:0\nstore: memory://\ntenants: [{name: acme, key: vk-acme}, {name: bob, key: vk-bob}]\n", o)
-	body := strings.Replace(chat, `"m"`, `"gpt-4o-mini"`, 1)
-	if resp, b := g.do("POST", "/v1/chat/completions", body, "Authorization", "Bearer vk-acme", "X-Belay-Run-Id", "acme-run"); resp.StatusCode != 200 {
-		t.Fatalf("acme's own run: %d %s", resp.StatusCode, b)
-	}
-	if resp, b := g.do("POST", "/v1/chat/completions", body, "Authorization", "Bearer vk-bob", "X-Belay-Run-Id", "acme-run"); resp.StatusCode != 403 {
-		t.Fatalf("bob on acme's run: %d %s, want 403", resp.StatusCode, b)
-	}
-	mu.Lock()
-	log := logged.String()
-	mu.Unlock()
-	if !strings.Contains(log, `level=WARN msg="model call failed" run=acme-run tenant=bob`) {
-		t.Errorf("log lacks a WARN line for bob's call on acme's run:\n%s", log)
-	}
-}

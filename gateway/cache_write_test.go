@@ -163,7 +163,7 @@ func TestCacheWritesWithEscapesKeepTheTenantBudget(t *testing.T) {
 	g := newGW(t, y, nil)
 	body := `{"model":"c","max_tokens":20,"system":[{"type":"text","text":"` + policy + `","cache\u005fcontrol":{"type":"ephemeral","ttl":"1h"}}],"messages":[{"role":"user","content":"hi"}]}`
 	resp, b := g.do("POST", "/v1/messages", body, "X-Belay-Run-Id", "tenant-evade", "Authorization", "Bearer vk-acme")
-	rec := g.run("tenant-evade")
+	rec := g.run("acme~tenant-evade")
 	t.Logf("status %d, cost %s", resp.StatusCode, rec.Cost)
 	if rec.Cost > budget.Micros(30_000) {
 		t.Errorf("tenant with a $0.03 budget charged %s for one call (status %d); want 402 at admission: %.200s", rec.Cost, resp.StatusCode, b)

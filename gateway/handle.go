@@ -189,7 +189,7 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (c *call) serve() (int, error) {
 	s := c.s
 	// identify
-	id, fe := runID(c.r)
+	clientID, fe := runID(c.r)
 	if fe != nil {
 		return c.refuse(fe)
 	}
@@ -202,6 +202,7 @@ func (c *call) serve() (int, error) {
 		return c.refuse(fe)
 	}
 	c.tenant = tenant
+	id := s.tenants.runKey(tenant.Name, clientID)
 	limits, asked, fe := requestLimits(c.r, s.cfg.TenantLimits(tenant.Name))
 	if fe != nil {
 		return c.refuse(fe)
@@ -245,7 +246,7 @@ func (c *call) serve() (int, error) {
 	// From here the call is counted in run id (a refusal by the run's
 	// limits stops that run); a request refused above never had a run.
 	c.runID = id
-	c.w.Header().Set(HeaderRunID, id)
+	c.w.Header().Set(HeaderRunID, clientID)
 
 	// admit
 	turn, err := s.runs.Admit(c.r.Context(), Admission{
@@ -360,10 +361,11 @@ func (c *call) serve() (int, error) {
 // for its key (its tenant unknown) is not noted.
 func (c *call) noteRefusal(status int, err error) {
 	n, ok := c.s.runs.(noter)
-	id := c.r.Header.Get(HeaderRunID)
+	id := strings.TrimSpace(c.r.Header.Get(HeaderRunID))
 	if !ok || id == "" || c.tenant.Name == "" { // no tenant: refused for its key
 		return
 	}
+	id = c.s.tenants.runKey(c.tenant.Name, id)
 	attrs := map[string]any{"http.response.status_code": int64(status), "error": err.Error()}
 	if fe := failure.As(err); fe != nil {
 		attrs["reason"] = string(fe.Reason)

@@ -133,6 +133,24 @@ func requestKey(r *http.Request) string {
 
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:\-]{1,128}$`)
 
+// RunKeySep separates the tenant from the client's run id in the id a
+// run has in the store when tenants are configured ("acme~run-42"): each
+// tenant's run ids are its own. A client's id cannot hold it, so the key
+// splits at its last RunKeySep whatever the tenant's name.
+const RunKeySep = "~"
+
+// runKey is the id in the store (and in the admin API, the CLI, traces
+// and logs) of the run a request of tenant names id: with tenants
+// configured, "TENANT~ID", so that one tenant's run ids never reach
+// another's runs (two tenants naming "run-1" each have a run of their
+// own); on an open gateway (one tenant, "default") the id itself.
+func (t tenants) runKey(tenant, id string) string {
+	if t.open {
+		return id
+	}
+	return tenant + RunKeySep + id
+}
+
 // runID returns the run id from X-Belay-Run-Id, or a new UUIDv7 when absent.
 // An id must be 1-128 characters of letters, digits and . _ : -.
 func runID(r *http.Request) (string, *failure.Error) {

@@ -114,6 +114,16 @@ type NoRunError struct {
 // Error reads `no run "r-9" in the store`.
 func (e *NoRunError) Error() string { return fmt.Sprintf("no run %q in the store", e.ID) }
 
+// Hint is what to add to the error for an id without RunKeySep, which a
+// gateway with tenants never stores: "; a gateway with tenants stores a
+// client's run as TENANT~ID". It is "" for other ids.
+func (e *NoRunError) Hint() string {
+	if strings.Contains(e.ID, RunKeySep) {
+		return ""
+	}
+	return "; a gateway with tenants stores a client's run as TENANT" + RunKeySep + "ID"
+}
+
 // CheckKillRun returns a *NoRunError when runs holds no run id, nil when
 // it holds one (running or ended), and the store's other errors as they
 // are.

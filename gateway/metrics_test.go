@@ -74,7 +74,7 @@ func TestStopsCountStoppedRunsNotRefusals(t *testing.T) {
 	if got := run("kill-1"); got != 200 {
 		t.Fatalf("kill-1: %d", got)
 	}
-	if err := h.stack.Runs.Kill(context.Background(), store.KillRun, "kill-1", "runaway"); err != nil {
+	if err := h.stack.Runs.Kill(context.Background(), store.KillRun, "acme~kill-1", "runaway"); err != nil {
 		t.Fatal(err)
 	}
 	if got := run("kill-1"); got != 403 {

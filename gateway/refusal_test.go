@@ -222,7 +222,7 @@ func TestTenantKeys(t *testing.T) {
 	if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: userMsg("hi")}, ooption.WithResponseInto(&resp)); err != nil {
 		t.Fatal(err)
 	}
-	r := h.record(resp.Header.Get("X-Belay-Run-Id"))
+	r := h.record("acme~" + resp.Header.Get("X-Belay-Run-Id"))
 	if r.Tenant != "acme" || r.Limits.MaxTurns != 1 {
 		t.Errorf("run = %+v", r)
 	}
@@ -232,7 +232,7 @@ func TestTenantKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = h.record("acme-2")
+	r = h.record("acme~acme-2")
 	if r.Limits.MaxTurns != 1 {
 		t.Errorf("max turns raised by a header: %+v", r.Limits)
 	}

@@ -385,9 +385,9 @@ the store is the config's.`,
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
 				if target == store.KillRun && !force {
 					err := gateway.CheckKillRun(ctx, st, name)
-					if _, ok := errors.AsType[*gateway.NoRunError](err); ok {
+					if nr, ok := errors.AsType[*gateway.NoRunError](err); ok {
 						url, _ := cmd.Flags().GetString("store")
-						return badInput(fmt.Errorf("%w %s; pass --force to set the flag anyway (a run belay serve named itself is stored when its call ends)", err, url))
+						return badInput(fmt.Errorf("%w %s%s; pass --force to set the flag anyway (a run belay serve named itself is stored when its call ends)", err, url, nr.Hint()))
 					}
 					if err != nil {
 						return err

@@ -396,7 +396,7 @@ func TestKillChecksRun(t *testing.T) {
 	url := seed(t)
 	_, _, err := belay(t, url, "kill", "run", "r9")
 	wantCode(t, err, 2, "")
-	if want := `no run "r9" in the store ` + url + "; pass --force to set the flag anyway (a run belay serve named itself is stored when its call ends)"; err.Error() != want {
+	if want := `no run "r9" in the store ` + url + "; a gateway with tenants stores a client's run as TENANT~ID; pass --force to set the flag anyway (a run belay serve named itself is stored when its call ends)"; err.Error() != want {
 		t.Errorf("kill run r9: %v\nwant %s", err, want)
 	}
 	if kills := listKillsIn(t, url); len(kills) != 0 {
