@@ -265,7 +265,9 @@ type Approvals interface {
 	// ListApprovals returns approvals in state (all when empty), oldest first.
 	ListApprovals(ctx context.Context, state ApprovalState) ([]Approval, error)
 	// DecideApproval moves a pending approval to state (approved, denied or
-	// expired) once; deciding a decided approval is ErrConflict.
+	// expired) once and returns it; deciding a decided approval is
+	// ErrConflict, returned with the approval as stored (its state and
+	// who decided it).
 	DecideApproval(ctx context.Context, id string, state ApprovalState, by, note string, at time.Time) (Approval, error)
 }
 

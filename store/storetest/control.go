@@ -36,8 +36,9 @@ func testApprovals(t *testing.T, s store.Store) {
 		!d.Decided.Equal(at(time.Minute)) || d.ID != "ap2" || d.RunID != "r1" {
 		t.Errorf("DecideApproval = %+v", d)
 	}
-	if _, err := s.DecideApproval(ctx, "ap2", store.ApprovalDenied, "bob", "", at(2*time.Minute)); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("second DecideApproval: got %v, want ErrConflict", err)
+	if cur, err := s.DecideApproval(ctx, "ap2", store.ApprovalDenied, "bob", "", at(2*time.Minute)); !errors.Is(err, store.ErrConflict) ||
+		cur.ID != "ap2" || cur.State != store.ApprovalApproved || cur.DecidedBy != "alice" || cur.Note != "ok for A-17" {
+		t.Errorf("second DecideApproval: got %+v, %v; want ErrConflict with the approval as alice decided it", cur, err)
 	}
 	if a, _ := s.GetApproval(ctx, "ap2"); a.State != store.ApprovalApproved || a.DecidedBy != "alice" {
 		t.Errorf("a refused second decision changed the approval: %+v", a)

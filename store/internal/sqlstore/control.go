@@ -110,13 +110,14 @@ func (c *Core) DecideApproval(ctx context.Context, id string, state store.Approv
 		if !errors.Is(err, ErrNoRows) {
 			return err
 		}
-		var cur string
-		err = tx.QueryRow(ctx, `SELECT state FROM approvals WHERE id = $1`, id).Scan(&cur)
+		// Decided before: the approval as stored goes back with the
+		// conflict, so that the caller can say by whom.
+		a, err = scanApproval(tx.QueryRow(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = $1`, id))
 		if errors.Is(err, ErrNoRows) {
 			return store.ErrNotFound
 		}
 		if err == nil {
-			err = fmt.Errorf("%w: approval %s is already %s", store.ErrConflict, id, cur)
+			err = fmt.Errorf("%w: approval %s is already %s", store.ErrConflict, id, a.State)
 		}
 		return err
 	})
