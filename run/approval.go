@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strconv"
 	"strings"
@@ -117,33 +118,135 @@ func (ra RuleApprover) Decide(_ context.Context, a store.Approval) (store.Approv
 }
 
 // lookup returns the value at a dot-separated path ("order.items.0.sku")
-// of a JSON document; numbers are json.Number.
+// of a JSON document, as encoding/json would decode it into a value of
+// that shape; numbers are json.Number. An object member is found as
+// encoding/json finds a struct field's, its name compared ignoring case;
+// a path through an object holding two members that answer to its part
+// ({"amount_usd":50,"AMOUNT_USD":5000}, or one name twice) is not found,
+// since decoders disagree on which one counts: a map lookup reads 50, a
+// tool decoding into a struct 5000 (an adversarial review approved a
+// $5,000 refund under "up to $100" so). A document with more after its
+// value is not found either.
 func lookup(args json.RawMessage, p string) (any, bool) {
 	d := json.NewDecoder(bytes.NewReader(args))
 	d.UseNumber()
-	var v any
-	if d.Decode(&v) != nil {
+	v, err := strictValue(d)
+	if err != nil {
 		return nil, false
 	}
-	if p == "" {
-		return v, true
+	if _, err := d.Token(); err != io.EOF {
+		return nil, false
 	}
-	for _, part := range strings.Split(p, ".") {
-		switch cur := v.(type) {
-		case map[string]any:
-			var ok bool
-			if v, ok = cur[part]; !ok {
+	if p != "" {
+		for _, part := range strings.Split(p, ".") {
+			switch cur := v.(type) {
+			case []member:
+				found := -1
+				for i, m := range cur {
+					if strings.EqualFold(m.name, part) {
+						if found >= 0 {
+							return nil, false // two members answer to it
+						}
+						found = i
+					}
+				}
+				if found < 0 {
+					return nil, false
+				}
+				v = cur[found].value
+			case []any:
+				i, err := strconv.Atoi(part)
+				if err != nil || i < 0 || i >= len(cur) {
+					return nil, false
+				}
+				v = cur[i]
+			default:
 				return nil, false
 			}
-		case []any:
-			i, err := strconv.Atoi(part)
-			if err != nil || i < 0 || i >= len(cur) {
-				return nil, false
-			}
-			v = cur[i]
-		default:
-			return nil, false
 		}
+	}
+	return plain(v)
+}
+
+// member is an object member as strictValue keeps it: in order, every
+// one, duplicates included.
+type member struct {
+	name  string
+	value any
+}
+
+// strictValue decodes the next JSON value of d: an object as []member,
+// an array as []any, other values as d.Token gives them.
+func strictValue(d *json.Decoder) (any, error) {
+	t, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t {
+	case json.Delim('{'):
+		var ms []member
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := strictValue(d)
+			if err != nil {
+				return nil, err
+			}
+			ms = append(ms, member{k.(string), v})
+		}
+		if _, err := d.Token(); err != nil { // '}'
+			return nil, err
+		}
+		return ms, nil
+	case json.Delim('['):
+		a := []any{}
+		for d.More() {
+			v, err := strictValue(d)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		if _, err := d.Token(); err != nil { // ']'
+			return nil, err
+		}
+		return a, nil
+	}
+	return t, nil
+}
+
+// plain turns a strictValue into what json.Unmarshal into an any gives
+// (objects as map[string]any); false when an object in it has two
+// members that answer to one name (see lookup).
+func plain(v any) (any, bool) {
+	switch x := v.(type) {
+	case []member:
+		m := make(map[string]any, len(x))
+		for i, mb := range x {
+			for _, other := range x[:i] {
+				if strings.EqualFold(other.name, mb.name) {
+					return nil, false
+				}
+			}
+			pv, ok := plain(mb.value)
+			if !ok {
+				return nil, false
+			}
+			m[mb.name] = pv
+		}
+		return m, true
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			pv, ok := plain(e)
+			if !ok {
+				return nil, false
+			}
+			out[i] = pv
+		}
+		return out, true
 	}
 	return v, true
 }

@@ -45,6 +45,47 @@ func TestRuleApprover(t *testing.T) {
 	}
 }
 
+// A rule reads an argument as a tool decoding the arguments into a struct
+// does (encoding/json: names compared ignoring case, the last of a
+// duplicate kept), and matches nothing when two members answer to its
+// name: a map lookup read 50 of {"amount":50,"AMOUNT":5000}, the tool
+// 5000, and the refund ran under "up to $100" (adversarial review).
+func TestRuleApproverReadsArgumentsAsTheToolDoes(t *testing.T) {
+	ra := refundRules()
+	cases := []struct {
+		args string
+		want store.ApprovalState
+	}{
+		{`{"amount": 50, "AMOUNT": 5000, "currency": "usd"}`, store.ApprovalDenied},
+		{`{"AMOUNT": 5000, "amount": 50, "currency": "usd"}`, store.ApprovalDenied},
+		{`{"amount": 50, "amount": 5000, "currency": "usd"}`, store.ApprovalDenied},
+		{`{"amount": 50, "currency": "usd", "Currency": "eur"}`, store.ApprovalDenied},
+		{`{"amount": 50, "currency": "usd"} {"amount": 5000}`, store.ApprovalDenied},
+		{`{"amount\u0020": 50, "amount": 50, "currency": "usd"}`, store.ApprovalApproved}, // "amount " is another name
+		{`{"Amount": 50, "currency": "usd"}`, store.ApprovalApproved},                       // the struct field takes it
+		{`{"Amount": 500, "currency": "usd"}`, store.ApprovalDenied},
+		{`{"amount": 50, "currency": "usd", "note": {"x": 1, "X": 2}}`, store.ApprovalApproved}, // not on a rule's path
+	}
+	for _, c := range cases {
+		st, _, err := ra.Decide(context.Background(), store.Approval{Tool: "issue_refund", Arguments: []byte(c.args)})
+		if err != nil || st != c.want {
+			t.Errorf("%s: %s (%v); want %s", c.args, st, err, c.want)
+		}
+		var tool struct {
+			Amount   float64 `json:"amount"`
+			Currency string  `json:"currency"`
+		}
+		if st == store.ApprovalApproved && (json.Unmarshal([]byte(c.args), &tool) != nil || tool.Amount > 100 || tool.Currency != "usd") {
+			t.Errorf("%s approved, and the tool decodes %+v", c.args, tool)
+		}
+	}
+	// ArgEquals on an object: one with two members of one name is no match.
+	eq := ArgEquals("o", map[string]any{"a": 2})
+	if !eq(json.RawMessage(`{"o": {"a": 2}}`)) || eq(json.RawMessage(`{"o": {"a": 1, "a": 2}}`)) || eq(json.RawMessage(`{"o": {"a": 2, "A": 2}}`)) {
+		t.Error("ArgEquals on an object with a repeated member matched")
+	}
+}
+
 func TestApprovalGate(t *testing.T) {
 	f := newFixture(t, func(c *Config) {
 		c.Approver = refundRules()

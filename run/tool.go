@@ -2,12 +2,15 @@ package run
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/belay-run/belay/failure"
@@ -38,7 +41,11 @@ type ToolCall struct {
 	// approval request exactly as given.
 	Arguments json.RawMessage
 	// IdempotencyKey names the effect; empty means IdempotencyKey(run id,
-	// Name, Arguments). Give an explicit key to deduplicate across runs.
+	// Name, Arguments). Give an explicit key to deduplicate across the
+	// runs of one tenant: a run of another tenant (Spec.Tenant) has its
+	// own effect under the same key, stored as "TENANT~KEY" (runs of
+	// DefaultTenant as KEY); the tool sees the key as given
+	// (IdempotencyKeyFrom).
 	IdempotencyKey string
 	// SafeToRepeat declares that running the effect twice is harmless: an
 	// expired key is taken over and run again instead of reported as
@@ -71,9 +78,10 @@ func (e *ToolError) Unwrap() error { return e.Cause }
 
 // IdempotencyKey derives a call's key: "tool:" and the hex SHA-256 of the
 // run id, the tool name and the canonical JSON of the arguments (object
-// keys sorted, insignificant space removed), so the same call in the same
-// run has the same key however the model formatted it. Arguments that are
-// not JSON are hashed as they are.
+// keys sorted, insignificant space removed, each number written one way
+// for its value: 40, 40.0, 4e1 and 40.00 are 40), so the same call in the
+// same run has the same key however the model formatted it. Arguments
+// that are not JSON are hashed as they are.
 func IdempotencyKey(runID, tool string, args json.RawMessage) string {
 	h := sha256.New()
 	h.Write([]byte(runID))
@@ -91,11 +99,73 @@ func canonicalJSON(b json.RawMessage) []byte {
 	if err := d.Decode(&v); err != nil || d.More() {
 		return b
 	}
-	out, err := json.Marshal(v) // map keys come out sorted
+	out, err := json.Marshal(canonicalNumbers(v)) // map keys come out sorted
 	if err != nil {
 		return b
 	}
 	return out
+}
+
+// canonicalNumbers returns v (as a json.Decoder with UseNumber gives it)
+// with each number in its canonical form (see canonicalNumber).
+func canonicalNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return json.Number(canonicalNumber(string(x)))
+	case map[string]any:
+		for k, e := range x {
+			x[k] = canonicalNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = canonicalNumbers(e)
+		}
+	}
+	return v
+}
+
+// canonicalNumber writes the JSON number n (valid JSON number syntax) one
+// way for its exact value: without a sign for zero, without leading or
+// trailing zeros, as an integer or a decimal fraction when that takes at
+// most 40 digits ("40", "0.25", "-1.5"), else in E notation ("1e100",
+// "25e-60"). Two numbers of one value, however written, give the same
+// text; different values never do (no rounding). An exponent too large to
+// read leaves n as it is.
+func canonicalNumber(n string) string {
+	neg := strings.HasPrefix(n, "-")
+	mant, expText, hasExp := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
+	exp := 0
+	if hasExp {
+		e, err := strconv.Atoi(strings.TrimPrefix(expText, "+"))
+		if err != nil || e > 1e9 || e < -1e9 {
+			return n
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp -= len(frac)
+	for strings.HasSuffix(digits, "0") {
+		digits = digits[:len(digits)-1]
+		exp++
+	}
+	if digits == "" {
+		return "0"
+	}
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	switch {
+	case exp >= 0 && len(digits)+exp <= 40:
+		return sign + digits + strings.Repeat("0", exp)
+	case exp < 0 && -exp <= 40:
+		if point := len(digits) + exp; point > 0 {
+			return sign + digits[:point] + "." + digits[point:]
+		}
+		return sign + "0." + strings.Repeat("0", -exp-len(digits)) + digits
+	}
+	return sign + digits + "e" + strconv.FormatInt(int64(exp), 10)
 }
 
 // Tool runs one tool call inside the run:
@@ -165,8 +235,14 @@ func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Conte
 func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.RawMessage, error), attrs map[string]any) (json.RawMessage, error) {
 	ctx := a.ctx
 	key := call.IdempotencyKey
-	if key == "" {
+	switch {
+	case key == "":
 		key = IdempotencyKey(r.id, call.Name, call.Arguments)
+	case r.tenant != DefaultTenant:
+		// One tenant never replays another's result (its refund's
+		// confirmation, say) nor is kept from its own effect by it
+		// (adversarial review: a run of tenant B got A's stored result).
+		key = r.tenant + "~" + key
 	}
 	attrs[trace.AttrIdempotency] = key
 	st, owner, lease := r.m.st, r.m.owner, r.m.cfg.IdempotencyLease
@@ -242,7 +318,7 @@ func replay(tool string, c store.Claim) (json.RawMessage, error) {
 // execute runs fn under the claimed key, with retries, and stores the
 // outcome.
 func (r *Run) execute(a *Admitted, call ToolCall, key string, fn func(context.Context) (json.RawMessage, error), attrs map[string]any) (json.RawMessage, error) {
-	ctx, st, owner := context.WithValue(a.ctx, keyCtx{}, key), r.m.st, r.m.owner
+	ctx, st, owner := context.WithValue(a.ctx, keyCtx{}, cmp.Or(call.IdempotencyKey, key)), r.m.st, r.m.owner
 	wctx := context.WithoutCancel(ctx)
 	var res json.RawMessage
 	var ferr error

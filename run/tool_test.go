@@ -202,3 +202,82 @@ func TestDisabledToolFailsFast(t *testing.T) {
 		t.Fatalf("after unkill: %v", err)
 	}
 }
+
+// A number's key is its value's: 40, 40.0, 4e1 and 40.00 are one call, so
+// a model that writes the amount again differently does not refund twice
+// (adversarial review: each spelling had a key of its own). Different
+// values never share a key, however close.
+func TestIdempotencyKeyOfNumbersIsTheirValue(t *testing.T) {
+	key := func(args string) string { return IdempotencyKey("r1", "issue_refund", json.RawMessage(args)) }
+	same := [][]string{
+		{`{"amount":40}`, `{"amount":40.0}`, `{"amount":4e1}`, `{"amount":40.00}`, `{"amount":4.0E+1}`, `{"amount":400e-1}`},
+		{`{"amount":0}`, `{"amount":-0}`, `{"amount":0.000}`, `{"amount":0e10}`},
+		{`{"amount":0.25}`, `{"amount":25e-2}`, `{"amount":0.250}`},
+		{`{"amount":-1.5}`, `{"amount":-15e-1}`},
+		{`{"id":1e100}`, `{"id":10e99}`},
+	}
+	for _, group := range same {
+		for _, a := range group[1:] {
+			if key(a) != key(group[0]) {
+				t.Errorf("%s and %s have different keys", group[0], a)
+			}
+		}
+	}
+	differ := [][2]string{
+		{`{"id":12345678901234567891}`, `{"id":12345678901234567892}`}, // one float64
+		{`{"amount":40}`, `{"amount":40.000000000000001}`},
+		{`{"amount":40}`, `{"amount":-40}`},
+		{`{"amount":40}`, `{"amount":"40"}`},
+		{`{"amount":1e100}`, `{"amount":1e101}`},
+	}
+	for _, d := range differ {
+		if key(d[0]) == key(d[1]) {
+			t.Errorf("%s and %s share a key", d[0], d[1])
+		}
+	}
+	for n, want := range map[string]string{"40": "40", "40.50": "40.5", "-0.0": "0", "0.001": "0.001", "1e41": "1e41",
+		"123e-45": "123e-45", "1.5e3": "1500", "1e1000000000000": "1e1000000000000"} {
+		if got := canonicalNumber(n); got != want {
+			t.Errorf("canonicalNumber(%s) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+// An explicit key deduplicates across the runs of one tenant, never across
+// tenants: a run of tenant B naming the key A's refund completed under
+// runs its own effect, and does not get A's result (adversarial review).
+// The tool sees the key as given.
+func TestExplicitKeyIsEachTenants(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	var e effect
+	var seen []string
+	fn := func(out string) func(context.Context) (json.RawMessage, error) {
+		run := e.fn(out, nil)
+		return func(ctx context.Context) (json.RawMessage, error) {
+			seen = append(seen, IdempotencyKeyFrom(ctx))
+			return run(ctx)
+		}
+	}
+	call := ToolCall{Name: "issue_refund", Arguments: json.RawMessage(`{"order":"A-1"}`), IdempotencyKey: "refund-A-1"}
+	a1 := f.start(t, Spec{Tenant: "acme"})
+	if res, err := a1.Tool(ctx, call, fn(`{"refund":"re_acme"}`)); err != nil || string(res) != `{"refund":"re_acme"}` {
+		t.Fatalf("acme: %s %v", res, err)
+	}
+	b1 := f.start(t, Spec{Tenant: "bob"})
+	if res, err := b1.Tool(ctx, call, fn(`{"refund":"re_bob"}`)); err != nil || string(res) != `{"refund":"re_bob"}` {
+		t.Fatalf("bob on acme's key: %s %v; want bob's own effect", res, err)
+	}
+	a2 := f.start(t, Spec{Tenant: "acme"})
+	if res, err := a2.Tool(ctx, call, fn(`{"refund":"again"}`)); err != nil || string(res) != `{"refund":"re_acme"}` {
+		t.Fatalf("acme's second run: %s %v; want the stored result", res, err)
+	}
+	if n := e.n.Load(); n != 2 || len(seen) != 2 || seen[0] != "refund-A-1" || seen[1] != "refund-A-1" {
+		t.Fatalf("effect ran %d times, with keys %q; want 2, each refund-A-1", n, seen)
+	}
+	for _, k := range []string{"acme~refund-A-1", "bob~refund-A-1"} {
+		if c, err := f.st.Lookup(ctx, k, time.Now()); err != nil || c.State != store.ClaimCompleted {
+			t.Errorf("stored key %s: %+v %v", k, c, err)
+		}
+	}
+}
