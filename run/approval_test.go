@@ -62,7 +62,7 @@ func TestRuleApproverReadsArgumentsAsTheToolDoes(t *testing.T) {
 		{`{"amount": 50, "currency": "usd", "Currency": "eur"}`, store.ApprovalDenied},
 		{`{"amount": 50, "currency": "usd"} {"amount": 5000}`, store.ApprovalDenied},
 		{`{"amount\u0020": 50, "amount": 50, "currency": "usd"}`, store.ApprovalApproved}, // "amount " is another name
-		{`{"Amount": 50, "currency": "usd"}`, store.ApprovalApproved},                       // the struct field takes it
+		{`{"Amount": 50, "currency": "usd"}`, store.ApprovalApproved},                     // the struct field takes it
 		{`{"Amount": 500, "currency": "usd"}`, store.ApprovalDenied},
 		{`{"amount": 50, "currency": "usd", "note": {"x": 1, "X": 2}}`, store.ApprovalApproved}, // not on a rule's path
 	}
