@@ -172,6 +172,10 @@ type Error struct {
 	// error.status), as sent.
 	ProviderType string
 	ProviderCode string
+	// Param is the request field the provider's error names (OpenAI
+	// error.param: "messages", "tools[0].function.name"), as sent; "" when
+	// it names none.
+	Param string
 	// Message is the provider's (or belay's) human-readable message.
 	Message string
 	// RetryAfter is the delay the server asked for before a retry, before any

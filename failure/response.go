@@ -136,6 +136,7 @@ func wireFailure(d Dialect, status int, w *wireError) *Error {
 		ProviderType: w.Type,
 		ProviderCode: w.Code,
 		Message:      w.Message,
+		Param:        w.Param,
 		RequestID:    w.RequestID,
 	}
 	if w.Status != "" && (d == DialectGemini || e.ProviderType == "") {

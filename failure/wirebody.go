@@ -32,6 +32,7 @@ type wireError struct {
 	Status    string // Gemini google.rpc status name ("RESOURCE_EXHAUSTED")
 	Message   string
 	InnerCode string // Azure OpenAI error.innererror.code
+	Param     string // OpenAI error.param
 	RequestID string // body request_id (Anthropic)
 
 	InfoReasons []string // Gemini google.rpc.ErrorInfo reasons ("API_KEY_INVALID")
@@ -89,6 +90,7 @@ func (w *wireError) readObject(o map[string]json.RawMessage) {
 	_ = json.Unmarshal(o["type"], &w.Type)
 	_ = json.Unmarshal(o["message"], &w.Message)
 	_ = json.Unmarshal(o["status"], &w.Status)
+	_ = json.Unmarshal(o["param"], &w.Param)
 	w.Code, w.CodeNum = readCode(o["code"])
 	if raw := o["innererror"]; raw != nil {
 		var ie struct {

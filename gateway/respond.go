@@ -73,6 +73,15 @@ func (c *call) refuseUpstream(fe *failure.Error, refused bool) (int, error) {
 			fe = c.allOpenFailure(wait)
 		}
 	}
+	if fe.Deployment != "" && fe.RequestID != "" {
+		// The provider's id of the failed request, under its dialect's
+		// name (Anthropic's error body repeats it), for its support.
+		name := "X-Request-Id"
+		if c.f.dialect() == failure.DialectAnthropic {
+			name = "Request-Id"
+		}
+		c.w.Header().Set(name, fe.RequestID)
+	}
 	return c.refuse(fe)
 }
 

@@ -129,8 +129,8 @@ var errorSpecs = map[failure.Reason]ErrorSpec{
 	failure.RunEnded:         {409, "run_stopped", "run_ended"},
 }
 
-// WriteFailure writes err in the OpenAI dialect using ErrorFor(err.Reason)
-// and err.Message. A 429 or 503 with err.HasRetryAfter also gets
+// WriteFailure writes err in the OpenAI dialect using ErrorFor(err.Reason),
+// err.Message and, as the error's param, err.Param. A 429 or 503 with err.HasRetryAfter also gets
 // retry-after-ms and retry-after (seconds, rounded up) headers.
 func WriteFailure(w http.ResponseWriter, err *failure.Error) {
 	s := ErrorFor(err.Reason)
@@ -142,7 +142,11 @@ func WriteFailure(w http.ResponseWriter, err *failure.Error) {
 	if msg == "" {
 		msg = string(err.Reason)
 	}
-	WriteError(w, s.Status, s.Type, s.Code, msg)
+	e := NewError(s.Type, s.Code, msg)
+	if err.Param != "" { // the provider's, passed on
+		e.Param = &err.Param
+	}
+	WriteErrorObject(w, s.Status, e)
 }
 
 // SetRetryAfter sets retry-after-ms (OpenAI's precise header, which its SDKs

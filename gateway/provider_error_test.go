@@ -1,0 +1,74 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+)
+
+// A provider's own refusal reaches the client with what identifies it:
+// OpenAI's error.param and x-request-id, Anthropic's request-id header and
+// the body's request_id. Before, param came back null and the ids were
+// dropped (adversarial review).
+func TestProviderErrorKeepsParamAndRequestID(t *testing.T) {
+	reply := func(status int, body string, hdr ...string) string {
+		return upstream(t, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			for i := 0; i+1 < len(hdr); i += 2 {
+				w.Header().Set(hdr[i], hdr[i+1])
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, body)
+		}).URL
+	}
+	oaURL := reply(400, `{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+		"X-Request-Id", "req_abc")
+	anURL := reply(400, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate"},"request_id":"req_01X"}`,
+		"Request-Id", "req_01X")
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+models:
+  - alias: oa
+    deployments: [{name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}]
+  - alias: an
+    deployments: [{name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}]
+`, oaURL+"/v1", anURL), nil)
+
+	resp, b := g.do("POST", "/v1/chat/completions", `{"model":"oa","messages":[{"role":"user","content":"hi"}]}`)
+	var oe struct {
+		Error struct {
+			Type  string  `json:"type"`
+			Code  string  `json:"code"`
+			Param *string `json:"param"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(b), &oe); err != nil {
+		t.Fatalf("openai: %v: %s", err, b)
+	}
+	if resp.StatusCode != 400 || oe.Error.Code != "context_length_exceeded" || oe.Error.Param == nil || *oe.Error.Param != "messages" ||
+		resp.Header.Get("X-Request-Id") != "req_abc" || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("openai: %d, x-request-id %q, x-should-retry %q: %s; want 400 context_length_exceeded, param messages, req_abc, false",
+			resp.StatusCode, resp.Header.Get("X-Request-Id"), resp.Header.Get("X-Should-Retry"), b)
+	}
+
+	resp, b = g.do("POST", "/v1/messages", `{"model":"an","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+	var ae struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal([]byte(b), &ae); err != nil {
+		t.Fatalf("anthropic: %v: %s", err, b)
+	}
+	if resp.StatusCode != 400 || ae.Type != "error" || ae.Error.Type != "invalid_request_error" || ae.RequestID != "req_01X" ||
+		resp.Header.Get("Request-Id") != "req_01X" {
+		t.Errorf("anthropic: %d, request-id %q: %s; want 400 invalid_request_error with request_id req_01X in the body and the header",
+			resp.StatusCode, resp.Header.Get("Request-Id"), b)
+	}
+}
