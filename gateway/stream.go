@@ -72,7 +72,14 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		case lim.over || errors.Is(err, failure.ErrSSELineTooLong):
 			err = errUpstreamTooLarge // an event past the cap is never relayed
 		case err == nil && ev.Partial:
-			err = io.ErrUnexpectedEOF // a cut event is never relayed
+			if !endsStream(dl, ev) {
+				err = io.ErrUnexpectedEOF // a cut event is never relayed
+				break
+			}
+			// The stream's terminator, whole but for the blank line after
+			// it ("data: [DONE]\n" and the end): the upstream did finish.
+			// The client gets it with its blank line.
+			ev.Raw = append(bytes.TrimRight(ev.Raw, "\r\n"), "\n\n"...)
 		}
 		if err != nil {
 			return c.endStream(ctx, d, watch, fol, err)
@@ -146,6 +153,15 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 			return nil
 		}
 	}
+}
+
+// endsStream reports whether ev, an event of dialect d cut off by the end of the
+// upstream's body before its blank line, is a whole terminator: OpenAI's
+// [DONE], Anthropic's message_stop with its data complete (see
+// failure.StreamWatcher). Some servers end a finished stream so; a client
+// reading them directly sees a clean end.
+func endsStream(d failure.Dialect, ev failure.SSEEvent) bool {
+	return failure.NewStreamWatcher(d).ObserveEvent(ev).Terminator
 }
 
 // After a stream's terminator the upstream's body still has its end to
