@@ -22,7 +22,7 @@ func TestTerminatorWithoutItsBlankLine(t *testing.T) {
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n"
 	for _, c := range []struct {
 		name, path, body, tail, wantEnd string
-		anthropic, wantErr             bool
+		anthropic, wantErr              bool
 	}{
 		{"openai [DONE] and LF", "/v1/chat/completions", endStreamBody, "data: [DONE]\n", "data: [DONE]\n\n", false, false},
 		{"openai [DONE] without a newline", "/v1/chat/completions", endStreamBody, "data: [DONE]", "data: [DONE]\n\n", false, false},
