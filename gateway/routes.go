@@ -21,6 +21,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+openai.Path, s.serveModel(openAIFront{}))
 	mux.Handle("POST "+anthropic.Path, s.serveModel(anthropicFront{}))
+	mux.HandleFunc("POST "+CountTokensPath, s.countTokens)
 	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("GET /v1/models/{id...}", s.getModel)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -3,8 +3,11 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+
+	"github.com/belay-run/belay/dialect"
 
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/dialect/sse"
@@ -200,4 +203,37 @@ func (a anthropicWire) stream(w http.ResponseWriter, r *http.Request, ex *exchan
 			return
 		}
 	}
+}
+
+// countTokens serves POST /v1/messages/count_tokens as Anthropic does
+// (https://docs.claude.com/en/api/messages-count-tokens): a Messages
+// request without max_tokens, answered {"input_tokens": N} with the
+// simulator's own estimate of the prompt (the same as its usage reports).
+// Fault profiles do not apply: counting is not a model call.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
+	wr := anthropicWire{}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		wr.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "", "Request exceeds the maximum allowed number of bytes.")
+		return
+	}
+	if !s.authorized(r) {
+		wr.writeFault(w, AuthError, &exchange{})
+		return
+	}
+	var req anthropic.Request
+	if err := dialect.DecodeObject(body, &req); err != nil {
+		wr.writeInvalid(w, "", err.Error())
+		return
+	}
+	req.Raw = body
+	switch {
+	case req.Model == "":
+		wr.writeInvalid(w, "model", "model: Field required")
+		return
+	case len(req.Messages) == 0:
+		wr.writeInvalid(w, "messages", "messages: Field required")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"input_tokens": anthropic.EstimatePromptTokens(&req)})
 }

@@ -134,6 +134,7 @@ func New(cfg Config) *Server {
 		mux.HandleFunc("POST "+prefix+"/v1/messages", func(w http.ResponseWriter, r *http.Request) {
 			s.serveModel(w, r, anthropicWire{})
 		})
+		mux.HandleFunc("POST "+prefix+"/v1/messages/count_tokens", s.countTokens)
 		mux.HandleFunc("GET "+prefix+"/v1/models", s.serveModels)
 		mux.HandleFunc("GET "+prefix+"/sim/stats", s.serveStats)
 	}

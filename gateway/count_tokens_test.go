@@ -1,0 +1,73 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/belay-run/belay/store"
+)
+
+// The Anthropic SDK's CountTokens works through the gateway (Claude Code
+// calls it each turn): the count is the deployment's, equal to the input
+// tokens a message of the same prompt reports, and it counts in no run.
+// A kill flag on a deployment passes the count to the next one; with every
+// one disabled, or for a model the gateway does not serve, the SDK gets a
+// typed error.
+func TestCountTokensThroughTheGateway(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	c := h.anthropic()
+	tool := anthropic.ToolParam{Name: "lookup_order",
+		InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"order_id": map[string]any{"type": "string"}}}}
+	params := anthropic.MessageCountTokensParams{
+		Model:    "claude-sonnet-5-5",
+		Messages: anthropicMsg("How many tokens is this question, with its tools?"),
+		Tools:    []anthropic.MessageCountTokensToolUnionParam{{OfTool: &tool}},
+	}
+	var resp *http.Response
+	count, err := c.Messages.CountTokens(ctx, params, aoption.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: params.Model, MaxTokens: 50, Messages: params.Messages, Tools: []anthropic.ToolUnionParam{{OfTool: &tool}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count.InputTokens <= 0 || count.InputTokens != msg.Usage.InputTokens {
+		t.Errorf("count_tokens = %d, a message of the same prompt used %d input tokens; want them equal and above 0", count.InputTokens, msg.Usage.InputTokens)
+	}
+	if resp.Header.Get("X-Belay-Run-Id") != "" {
+		t.Errorf("count_tokens answered with run id %q; it counts in no run", resp.Header.Get("X-Belay-Run-Id"))
+	}
+	flushRuns(t, h.stack)
+	if runs, err := h.store.ListRuns(ctx, store.RunFilter{}); err != nil || len(runs) != 1 {
+		t.Errorf("runs after a count and a message: %d (%v); want 1, the message's", len(runs), err)
+	}
+
+	if err := h.stack.Runs.Kill(ctx, store.KillDeployment, "an-1", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.Messages.CountTokens(ctx, params); err != nil || again.InputTokens != count.InputTokens {
+		t.Errorf("with an-1 disabled: %+v, %v; want an-2's count, %d", again, err, count.InputTokens)
+	}
+	if err := h.stack.Runs.Kill(ctx, store.KillDeployment, "an-2", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Messages.CountTokens(ctx, params)
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 403 || !strings.Contains(ae.Error(), "disabled by a kill flag") {
+		t.Errorf("every deployment disabled: %v; want 403 naming the kill flags", err)
+	}
+
+	params.Model = "no-such-model"
+	_, err = c.Messages.CountTokens(ctx, params)
+	if !errors.As(err, &ae) || ae.StatusCode != 404 || ae.Type() != anthropic.ErrorTypeNotFoundError {
+		t.Errorf("unknown model: %v; want 404 not_found_error", err)
+	}
+}
