@@ -250,7 +250,7 @@ func TestRegression_14_NotFoundAndMethodInDialect(t *testing.T) {
 		{"GET", "/v1/nope", nil, 404, `"type":"invalid_request_error","param":null,"code":"unknown_url"`},
 		{"GET", "/v1/chat/completions", nil, 405, `"code":"method_not_allowed"`},
 		{"DELETE", "/v1/messages", nil, 405, `{"type":"error","error":{"type":"invalid_request_error"`},
-		{"POST", "/v1/messages/count_tokens", nil, 404, `{"type":"error","error":{"type":"not_found_error"`},
+		{"POST", "/v1/messages/batches", nil, 404, `{"type":"error","error":{"type":"not_found_error"`},
 		{"GET", "/v1/nope", []string{"Anthropic-Version", "2023-06-01"}, 404, `"type":"not_found_error"`},
 	} {
 		resp, body := g.do(tc.method, tc.path, "", tc.hdr...)
