@@ -33,7 +33,8 @@ type Options struct {
 	Handler http.Handler
 	// RunID, when set, is sent as X-Belay-Run-Id on every request that
 	// names no run itself (see WithRunID), so all the client's calls are
-	// turns of one run.
+	// turns of one run. With tenants configured, the gateway stores the
+	// run as TENANT~ID (gateway.RunKeySep).
 	RunID string
 	// Key, when set, is sent as the belay virtual key (Authorization:
 	// Bearer) in place of whatever credential the client set; needed when
