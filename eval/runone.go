@@ -410,32 +410,39 @@ func (r *runner) golden(ctx context.Context, h Harness, o *Outcome, spans []trac
 }
 
 // EffectiveLimits returns the limits the runs of scenario sc of suite s
-// get: the suite's, each field a scenario's limits set replacing it. An
-// amount that does not parse is an error (LoadSuite has refused it).
+// get: the suite's, each lowered by a scenario's limit set below it (a
+// suite limit of 0 is none: the scenario's applies). A scenario's limit
+// above its suite's is refused by LoadSuite and, in a suite built in
+// code, ignored: a scenario never lifts a suite limit. An amount that
+// does not parse is an error (LoadSuite has refused it).
 func EffectiveLimits(s *Suite, sc *Scenario) (store.Limits, error) {
-	l := s.Limits
-	if sc.Limits != nil {
-		o := *sc.Limits
-		if o.MaxTurns != 0 {
-			l.MaxTurns = o.MaxTurns
+	lower := func(suite, mine int64) int64 {
+		if mine > 0 && (suite == 0 || mine < suite) {
+			return mine
 		}
-		if o.Deadline != 0 {
-			l.Deadline = o.Deadline
-		}
-		if o.MaxCostUSD != "" {
-			l.MaxCostUSD = o.MaxCostUSD
-		}
-		if o.MaxTokens != 0 {
-			l.MaxTokens = o.MaxTokens
-		}
+		return suite
 	}
-	out := store.Limits{MaxTurns: l.MaxTurns, Deadline: time.Duration(l.Deadline), MaxTokens: l.MaxTokens}
-	if l.MaxCostUSD != "" {
-		c, err := budget.ParseUSD(l.MaxCostUSD)
+	out := store.Limits{MaxTurns: s.Limits.MaxTurns, Deadline: time.Duration(s.Limits.Deadline), MaxTokens: s.Limits.MaxTokens}
+	if s.Limits.MaxCostUSD != "" {
+		c, err := budget.ParseUSD(s.Limits.MaxCostUSD)
 		if err != nil {
 			return out, err
 		}
 		out.MaxCost = c
+	}
+	if sc.Limits == nil {
+		return out, nil
+	}
+	o := sc.Limits
+	out.MaxTurns = int(lower(int64(out.MaxTurns), int64(o.MaxTurns)))
+	out.Deadline = time.Duration(lower(int64(out.Deadline), int64(o.Deadline)))
+	out.MaxTokens = lower(out.MaxTokens, o.MaxTokens)
+	if o.MaxCostUSD != "" {
+		c, err := budget.ParseUSD(o.MaxCostUSD)
+		if err != nil {
+			return out, err
+		}
+		out.MaxCost = budget.USD(lower(int64(out.MaxCost), int64(c)))
 	}
 	return out, nil
 }

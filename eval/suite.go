@@ -342,6 +342,11 @@ func (s *Suite) validate() error {
 		if err := s.Scenarios[i].validate(i, seen); err != nil {
 			return err
 		}
+		if l := s.Scenarios[i].Limits; l != nil {
+			if err := l.within(&s.Limits, "scenarios", fmt.Sprint(i), "limits"); err != nil {
+				return err
+			}
+		}
 		if len(s.Agent.Command) > 0 {
 			if err := s.Scenarios[i].Expect.commandAgentCheck(i); err != nil {
 				return err
@@ -459,6 +464,32 @@ func (l *LimitsSpec) validate(path ...string) error {
 	if l.MaxCostUSD != "" {
 		if _, err := parseUSD(l.MaxCostUSD); err != nil {
 			return bad(err.Error(), append(path, "max_cost_usd")...)
+		}
+	}
+	return nil
+}
+
+// within refuses a scenario's limit l above the suite's (a suite limit
+// of 0 is none, and a scenario may set any): a scenario may lower a limit
+// of its suite, never lift it. path names l.
+func (l *LimitsSpec) within(suite *LimitsSpec, path ...string) error {
+	lift := func(key, have, suiteHas string) error {
+		return bad(fmt.Sprintf("%s is above the suite's %s (a scenario can lower a suite limit, not lift it)", have, suiteHas), append(path, key)...)
+	}
+	if suite.MaxTurns > 0 && l.MaxTurns > suite.MaxTurns {
+		return lift("max_turns", fmt.Sprint(l.MaxTurns), fmt.Sprint(suite.MaxTurns))
+	}
+	if suite.Deadline > 0 && l.Deadline > suite.Deadline {
+		return lift("deadline", time.Duration(l.Deadline).String(), time.Duration(suite.Deadline).String())
+	}
+	if suite.MaxTokens > 0 && l.MaxTokens > suite.MaxTokens {
+		return lift("max_tokens", fmt.Sprint(l.MaxTokens), fmt.Sprint(suite.MaxTokens))
+	}
+	if suite.MaxCostUSD != "" && l.MaxCostUSD != "" {
+		sc, err1 := parseUSD(suite.MaxCostUSD)
+		mine, err2 := parseUSD(l.MaxCostUSD)
+		if err1 == nil && err2 == nil && sc > 0 && mine > sc {
+			return lift("max_cost_usd", l.MaxCostUSD, suite.MaxCostUSD)
 		}
 	}
 	return nil

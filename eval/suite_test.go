@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/store"
 )
 
 // writeSuite writes text to a suite file in a temporary folder.
@@ -356,5 +359,51 @@ func TestLongestRunID(t *testing.T) {
 	id := runID(fmt.Sprintf("ev%x", evalIDMask), strings.Repeat("y", maxScenarioName), MaxRuns-1)
 	if len(id) != 128 || !runIDChars.MatchString(id) {
 		t.Errorf("longest run id %q: %d characters", id, len(id))
+	}
+}
+
+// A scenario may lower a limit of its suite, never lift it: a limit above
+// the suite's is refused, naming the line and the field; a suite limit of
+// 0 (none) takes any. Before, the scenario's limit replaced the suite's,
+// and a scenario of max_turns 5 under a suite's 2 ran 5 turns (newcomer
+// finding; the README said it could not).
+func TestScenarioCannotLiftASuiteLimit(t *testing.T) {
+	const head = "version: 1\nagent: {go: a}\nlimits: {max_turns: 2, deadline: 30s, max_cost_usd: \"0.50\", max_tokens: 1000}\n"
+	for _, c := range []struct{ key, value, says string }{
+		{"max_turns", "5", "5 is above the suite's 2"},
+		{"deadline", "1m", "1m0s is above the suite's 30s"},
+		{"max_cost_usd", `"0.75"`, "0.75 is above the suite's 0.50"},
+		{"max_tokens", "1001", "1001 is above the suite's 1000"},
+	} {
+		text := head + "scenarios:\n  - name: a\n    limits: {" + c.key + ": " + c.value + "}\n"
+		path, msg := suiteError(t, text)
+		if want := fmt.Sprintf("%s:%d: scenarios.0.limits.%s: %s", path, lineWith(t, text, "    limits:"), c.key, c.says); !strings.Contains(msg, want) {
+			t.Errorf("%s: error %q\ndoes not say %q", c.key, msg, want)
+		}
+	}
+	s, err := LoadSuite(writeSuite(t, head+"scenarios:\n  - name: lower\n    limits: {max_turns: 1, max_cost_usd: \"0.25\"}\n  - name: same\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []store.Limits{
+		{MaxTurns: 1, Deadline: 30 * time.Second, MaxCost: budget.Micros(250_000), MaxTokens: 1000},
+		{MaxTurns: 2, Deadline: 30 * time.Second, MaxCost: budget.Micros(500_000), MaxTokens: 1000},
+	} {
+		if got, err := EffectiveLimits(s, &s.Scenarios[i]); err != nil || got != want {
+			t.Errorf("scenario %d: %+v, %v; want %+v", i, got, err, want)
+		}
+	}
+	// No suite limit: the scenario's applies.
+	s, err = LoadSuite(writeSuite(t, "version: 1\nagent: {go: a}\nscenarios:\n  - name: a\n    limits: {max_turns: 7}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := EffectiveLimits(s, &s.Scenarios[0]); got.MaxTurns != 7 {
+		t.Errorf("no suite limit: max_turns %d, want 7", got.MaxTurns)
+	}
+	// A suite built in code that skips LoadSuite still keeps its limit.
+	s.Limits.MaxTurns = 3
+	if got, _ := EffectiveLimits(s, &s.Scenarios[0]); got.MaxTurns != 3 {
+		t.Errorf("suite in code: max_turns %d, want the suite's 3", got.MaxTurns)
 	}
 }
