@@ -114,6 +114,19 @@ func TestDeadlinePassingIdleEndsByOutcome(t *testing.T) {
 		}
 		_, err = r.Admit(ctx, modelStep(cents(1)))
 		wantReason(t, err, failure.DeadlineExceeded, failure.Fatal)
+		// So is a call to the ended run read back from the store (once it
+		// left memory, or in another process): it got run_ended.
+		m2, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1, IdleTTL: 10 * time.Minute, EndIdle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m2.Close()
+		loaded, err := m2.Get(ctx, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = loaded.Admit(ctx, modelStep(cents(1)))
+		wantReason(t, err, failure.DeadlineExceeded, failure.Fatal)
 
 		// Idle at its deadline after a failed call: failed, and the error
 		// says the deadline ended it (newcomer finding: it said "idle for

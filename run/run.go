@@ -106,13 +106,17 @@ func (m *Manager) newRun(rec store.Run, single bool) *Run {
 		lastActive: m.now(), single: single, spanOrder: make(chan struct{}, 1)}
 	r.written = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
+	if rec.Limits.Deadline > 0 {
+		// Also for an ended run: a call after its deadline is refused
+		// for the deadline (see checkLocked), whichever process or
+		// object holds it (a newcomer got 409 run_ended once the ended
+		// run had left memory, 504 before).
+		r.deadline = rec.Started.Add(rec.Limits.Deadline)
+	}
 	if rec.Status != store.RunRunning {
 		r.ended, r.drained = true, true
 		r.cancel(failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", rec.ID, errEnded, rec.Status)))
 		return r
-	}
-	if rec.Limits.Deadline > 0 {
-		r.deadline = rec.Started.Add(rec.Limits.Deadline)
 	}
 	if rec.Limits.Deadline > 0 && !single {
 		cause := r.deadlineFailure()
