@@ -201,6 +201,25 @@ var profiles = map[string]Profile{
 	"bad_key": {Name: "bad_key", Faults: []Weighted{{AuthError, 1}}},
 }
 
+// profileDocs say in one line what each named profile does, for help
+// texts.
+var profileDocs = map[string]string{
+	"none":         "no faults; fast answers",
+	"storm":        "30% 429 (Retry-After ≤ 2s), 10% overloaded (529/503), 5% 500, 3% hangs, 2% resets, 2% HTML 502, 1% error in a 200, 1% mid-stream errors; 46% succeed",
+	"flaky":        "5% 429, 3% overloaded, 2% 500, 1% resets, 1% streams cut without their terminator; 88% succeed",
+	"down":         "every request gets 503",
+	"unreachable":  "every connection is reset before an answer",
+	"hang":         "no request is ever answered",
+	"slow":         "latency drawn lognormal, median 400ms, p99 4s; 10% of streams wait 5s for their first token",
+	"rate_limited": "every request gets 429",
+	"no_quota":     "every request gets the dialect's quota error (not retryable)",
+	"bad_key":      "every request gets 401",
+}
+
+// ProfileDoc says in one line what the named profile does ("" for a name
+// that is not a profile).
+func ProfileDoc(name string) string { return profileDocs[name] }
+
 // LookupProfile returns the named profile: none, storm, flaky, down,
 // unreachable, hang, slow, rate_limited, no_quota, bad_key.
 func LookupProfile(name string) (Profile, bool) {

@@ -105,10 +105,16 @@ func sqlitePath(url string) (string, bool) {
 	return "", false
 }
 
-// notFound turns store.ErrNotFound into exit 1 with "WHAT ID not found".
+// notFound turns store.ErrNotFound into exit 1 with "WHAT ID not found";
+// for a run id without gateway.RunKeySep it adds that a gateway with
+// tenants stores a client's run as TENANT~ID.
 func notFound(err error, what, id string) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return exit(1, fmt.Errorf("%s %s not found", what, id))
+		hint := ""
+		if what == "run" {
+			hint = (&gateway.NoRunError{ID: id}).Hint()
+		}
+		return exit(1, fmt.Errorf("%s %s not found%s", what, id, hint))
 	}
 	return err
 }

@@ -142,11 +142,12 @@ func simCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "sim",
 		Short: "Run the LLM API simulator: OpenAI and Anthropic endpoints with scripted replies and fault profiles",
-		Long: fmt.Sprintf(`sim serves POST /v1/chat/completions, POST /v1/messages and GET /v1/models in the providers'
+		Long: fmt.Sprintf(`sim serves POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models in the providers'
 real wire formats, with faults drawn from a profile, deterministically for a seed. Each endpoint is
 also served under /d/NAME/, where NAME selects a built-in profile (e.g. /d/down/v1/...).
 
-Profiles: %v`, sim.ProfileNames()),
+Profiles:
+%s`, profileList()),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := sim.ParseProfile(profile)
@@ -213,4 +214,13 @@ func onlySim(cfg *config.Config) bool {
 		}
 	}
 	return true
+}
+
+// profileList is the simulator's profiles, one per line with what each does.
+func profileList() string {
+	var b strings.Builder
+	for _, n := range sim.ProfileNames() {
+		fmt.Fprintf(&b, "  %-13s %s\n", n, sim.ProfileDoc(n))
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
