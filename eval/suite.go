@@ -254,6 +254,12 @@ func LoadSuite(path string) (*Suite, error) {
 	}
 	s.Path = path
 	s.Dir = filepath.Dir(path)
+	if strings.TrimSpace(s.Name) == "" {
+		// Reports name the suite: the file's name, not an empty one
+		// ("suite  — agent", "### belay eval: ", a JUnit testsuite
+		// named "/a": a newcomer finding).
+		s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
 	if err := s.validate(); err != nil {
 		return nil, located(err)
 	}

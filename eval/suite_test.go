@@ -407,3 +407,20 @@ func TestScenarioCannotLiftASuiteLimit(t *testing.T) {
 		t.Errorf("suite in code: max_turns %d, want the suite's 3", got.MaxTurns)
 	}
 }
+
+// A suite without a name is named after its file: reports showed an empty
+// name ("suite  — agent", a JUnit testsuite named "/a"; newcomer finding).
+func TestSuiteNameDefaultsToItsFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "checkout-flow.yaml")
+	if err := os.WriteFile(p, []byte("version: 1\nagent: {go: a}\nscenarios: [{name: a}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSuite(p)
+	if err != nil || s.Name != "checkout-flow" {
+		t.Fatalf("name %q, %v; want checkout-flow", s.Name, err)
+	}
+	named, err := LoadSuite(writeSuite(t, "version: 1\nname: mine\nagent: {go: a}\nscenarios: [{name: a}]\n"))
+	if err != nil || named.Name != "mine" {
+		t.Fatalf("name %q, %v; want mine", named.Name, err)
+	}
+}
