@@ -147,9 +147,15 @@ func runsCmd() *cobra.Command {
 				return badInput(fmt.Errorf("--limit %d: must be ≥ 1", f.Limit))
 			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				want := f.Limit
+				f.Limit++ // one more: whether runs were left out
 				runs, err := st.ListRuns(ctx, f)
 				if err != nil {
 					return err
+				}
+				if len(runs) > want {
+					runs = runs[:want]
+					fmt.Fprintf(cmd.ErrOrStderr(), "(older runs not shown; --limit N shows more)\n")
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), nonNilSlice(runs))

@@ -166,6 +166,16 @@ func TestRuns(t *testing.T) {
 	}
 	_, _, err = belay(t, url, "runs", "--status", "exploded")
 	wantCode(t, err, 2, "want running, succeeded, failed or stopped")
+
+	// A list cut at --limit says so; one that is whole does not.
+	out, errOut, err := belay(t, url, "runs", "--limit", "1")
+	wantCode(t, err, 0, "")
+	if !strings.Contains(out, "r2  ") || strings.Contains(out, "r1  ") || !strings.Contains(errOut, "older runs not shown") {
+		t.Errorf("--limit 1: stdout\n%s\nstderr %q", out, errOut)
+	}
+	if _, errOut, _ := belay(t, url, "runs", "--limit", "2"); errOut != "" {
+		t.Errorf("--limit 2 of 2 runs: stderr %q, want none", errOut)
+	}
 }
 
 func TestTraceShow(t *testing.T) {
