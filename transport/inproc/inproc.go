@@ -77,6 +77,13 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}()
 		rt.h.ServeHTTP(w, sreq)
+		if err := context.Cause(ctx); err != nil {
+			// The caller gave up before the handler answered: the
+			// handler's return is no answer (over a socket nothing
+			// would have come), not an empty 200 that a caller racing
+			// the cancel would take for a cut answer.
+			w.abort(err)
+		}
 		w.finish()
 		if err := context.Cause(ctx); err != nil {
 			pw.CloseWithError(err) // the caller gave up: not a clean end
@@ -194,9 +201,13 @@ func (w *writer) Flush() { w.writeHeader(http.StatusOK) }
 func (w *writer) FlushError() error { w.Flush(); return nil }
 
 // finish sends the header if the handler wrote nothing and copies
-// trailers into the response before the body ends.
+// trailers into the response before the body ends; after abort it does
+// nothing.
 func (w *writer) finish() {
 	w.writeHeader(http.StatusOK)
+	if w.resp == nil {
+		return
+	}
 	for k, vs := range w.header {
 		switch {
 		case strings.HasPrefix(k, http.TrailerPrefix):

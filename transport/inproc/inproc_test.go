@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -145,5 +146,36 @@ func TestPanicBeforeHeaderIsAnError(t *testing.T) {
 		if fe := failure.ClassifyError(err); tc.reset && fe.Reason != failure.ConnectionError {
 			t.Errorf("panic(%v): classified %v, want connection_error", tc.p, fe)
 		}
+	}
+}
+
+// A handler that returns without answering after its caller gave up (a
+// hung upstream, canceled) gives the caller its context's error, never an
+// empty 200: the gateway took that 200 for a cut answer and charged the
+// call its whole output limit (newcomer finding: a hung call canceled at
+// shutdown was charged 4096 output tokens, one killed only its prompt).
+func TestCanceledBeforeAnswerIsNoResponse(t *testing.T) {
+	rt := RoundTripper(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	// The caller's select sees its context end and the handler's return
+	// in either order; the answer must not depend on which.
+	for i := range 2000 {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://sim/v1/chat/completions", strings.NewReader("{}"))
+		if i%2 == 0 {
+			cancel() // before the handler starts
+		} else {
+			go cancel() // while it runs
+		}
+		resp, err := rt.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+			err = fmt.Errorf("a %d response", resp.StatusCode)
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("try %d: %v, want context.Canceled and no response", i, err)
+		}
+		cancel()
 	}
 }
