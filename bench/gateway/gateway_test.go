@@ -79,40 +79,6 @@ process_resident_memory_bytes 5.1e+07
 	}
 }
 
-// TestUpstreamThroughBareProxy checks the two helper roles together: the
-// upstream's answers, its permanent-failure marker and counters, and the
-// bare proxy relaying a complete stream.
-func TestUpstreamThroughBareProxy(t *testing.T) {
-	st := &upstreamStats{}
-	up := httptest.NewServer(upstreamHandler(st))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
-	px := httptest.NewServer(bareProxy(u))
-	defer px.Close()
-	ctx := context.Background()
-	tg := newTarget("proxy", px.URL+"/v1", "gpt-4o-mini", nil)
-
-	r, err := tg.do(ctx, tg.plain, false, nil)
-	if err != nil || !r.ok(false) {
-		t.Fatalf("plain: status %d, err %v", r.status, err)
-	}
-	r, err = tg.do(ctx, tg.stream, true, nil)
-	if err != nil || !r.ok(true) || r.ttft <= 0 {
-		t.Fatalf("stream: status %d done %v errEv %v ttft %v err %v", r.status, r.done, r.errEv, r.ttft, err)
-	}
-	r, err = tg.do(ctx, body("gpt-4o-mini", false, "x "+permanentMarker), false, nil)
-	if err != nil || r.status != http.StatusBadRequest {
-		t.Fatalf("permanent: status %d, err %v; want 400", r.status, err)
-	}
-	reqs, perm, err := upstreamCounts(ctx, up.URL)
-	if err != nil || reqs != 3 || perm != 1 {
-		t.Errorf("upstream counts = %d requests, %d permanent, %v; want 3, 1", reqs, perm, err)
-	}
-	if n := tg.sent.Load(); n != 3 {
-		t.Errorf("sent = %d, want 3", n)
-	}
-}
-
 // TestMemoryReadingIsTheMedian checks that a memory reading is the median
 // of its samples, and that the report shows their range.
 func TestMemoryReadingIsTheMedian(t *testing.T) {
@@ -133,36 +99,53 @@ func TestMemoryReadingIsTheMedian(t *testing.T) {
 	}
 }
 
-// TestParsingRelay checks the -relay diagnostic: it relays a plain answer
-// and a complete stream, passes the upstream's error status on, and
-// refuses a body without a model itself.
-func TestParsingRelay(t *testing.T) {
-	st := &upstreamStats{}
-	up := httptest.NewServer(upstreamHandler(st))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
-	rl := httptest.NewServer(parsingRelay(u))
-	defer rl.Close()
-	ctx := context.Background()
-	tg := newTarget("relay", rl.URL+"/v1", "gpt-4o-mini", nil)
+// TestUpstreamThroughRelays checks the helper roles together: the
+// upstream's answers, its permanent-failure marker and counters, and the
+// bare proxy and the -relay diagnostic each relaying a plain answer, a
+// complete stream and the upstream's 400; the relay refuses a body
+// without a model itself.
+func TestUpstreamThroughRelays(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		relay func(*url.URL) http.Handler
+	}{{"proxy", bareProxy}, {"relay", parsingRelay}} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &upstreamStats{}
+			up := httptest.NewServer(upstreamHandler(st))
+			defer up.Close()
+			u, _ := url.Parse(up.URL)
+			px := httptest.NewServer(c.relay(u))
+			defer px.Close()
+			ctx := context.Background()
+			tg := newTarget(c.name, px.URL+"/v1", "gpt-4o-mini", nil)
 
-	r, err := tg.do(ctx, tg.plain, false, nil)
-	if err != nil || !r.ok(false) {
-		t.Fatalf("plain: status %d, err %v", r.status, err)
-	}
-	r, err = tg.do(ctx, tg.stream, true, nil)
-	if err != nil || !r.ok(true) || r.ttft <= 0 {
-		t.Fatalf("stream: status %d done %v errEv %v ttft %v err %v", r.status, r.done, r.errEv, r.ttft, err)
-	}
-	r, err = tg.do(ctx, body("gpt-4o-mini", false, "x "+permanentMarker), false, nil)
-	if err != nil || r.status != http.StatusBadRequest {
-		t.Fatalf("permanent: status %d, err %v; want the upstream's 400", r.status, err)
-	}
-	r, err = tg.do(ctx, []byte(`{"messages":[]}`), false, nil)
-	if err != nil || r.status != http.StatusBadRequest {
-		t.Fatalf("no model: status %d, err %v; want 400", r.status, err)
-	}
-	if reqs, perm, err := upstreamCounts(ctx, up.URL); err != nil || reqs != 3 || perm != 1 {
-		t.Errorf("upstream counts = %d requests, %d permanent, %v; want 3, 1 (the body without a model not sent)", reqs, perm, err)
+			r, err := tg.do(ctx, tg.plain, false, nil)
+			if err != nil || !r.ok(false) {
+				t.Fatalf("plain: status %d, err %v", r.status, err)
+			}
+			r, err = tg.do(ctx, tg.stream, true, nil)
+			if err != nil || !r.ok(true) || r.ttft <= 0 {
+				t.Fatalf("stream: status %d done %v errEv %v ttft %v err %v", r.status, r.done, r.errEv, r.ttft, err)
+			}
+			r, err = tg.do(ctx, body("gpt-4o-mini", false, "x "+permanentMarker), false, nil)
+			if err != nil || r.status != http.StatusBadRequest {
+				t.Fatalf("permanent: status %d, err %v; want 400", r.status, err)
+			}
+			sent := int64(3)
+			if c.name == "relay" {
+				r, err = tg.do(ctx, []byte(`{"messages":[]}`), false, nil)
+				if err != nil || r.status != http.StatusBadRequest {
+					t.Fatalf("no model: status %d, err %v; want 400", r.status, err)
+				}
+				sent++
+			}
+			reqs, perm, err := upstreamCounts(ctx, up.URL)
+			if err != nil || reqs != 3 || perm != 1 {
+				t.Errorf("upstream counts = %d requests, %d permanent, %v; want 3, 1", reqs, perm, err)
+			}
+			if n := tg.sent.Load(); n != sent {
+				t.Errorf("sent = %d, want %d", n, sent)
+			}
+		})
 	}
 }
