@@ -140,6 +140,33 @@ type Deployment struct {
 	// self-hosted base_url (vLLM, Ollama) may go without, and its calls
 	// then carry no Authorization or x-api-key header.
 	APIKey Secret `yaml:"api_key"`
+	// Timeouts replace the gateway's attempt timeouts for this
+	// deployment, each one set (a reasoning model that thinks for minutes
+	// before its first output, beside fast ones); zero keeps the
+	// gateway's.
+	Timeouts DeploymentTimeouts `yaml:"timeouts"`
+}
+
+// DeploymentTimeouts are the attempt timeouts one deployment may set for
+// itself (see Timeouts for each).
+type DeploymentTimeouts struct {
+	FirstByte  Duration `yaml:"first_byte"`
+	FirstToken Duration `yaml:"first_token"`
+	Idle       Duration `yaml:"idle"`
+}
+
+// Of returns t with the timeouts d sets in place of t's.
+func (d DeploymentTimeouts) Of(t Timeouts) Timeouts {
+	if d.FirstByte > 0 {
+		t.FirstByte = d.FirstByte
+	}
+	if d.FirstToken > 0 {
+		t.FirstToken = d.FirstToken
+	}
+	if d.Idle > 0 {
+		t.Idle = d.Idle
+	}
+	return t
 }
 
 // IsSim reports whether the deployment goes to the built-in simulator.

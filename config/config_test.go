@@ -100,7 +100,13 @@ func TestParseErrors(t *testing.T) {
 		{"unknown nested key", "models:\n  - alias: a\n    deploymentz: []\n",
 			"line 3: models[0].deploymentz: unknown key (did you mean deployments?); want one of alias, deployments"},
 		{"unknown deployment key", "models:\n  - alias: a\n    deployments:\n      - " + sim + "\n      - {provider: openai, model: m, timeout: 30s}\n",
-			"line 5: models[0].deployments[1].timeout: unknown key; want one of name, provider, model, base_url, api_key"},
+			"line 5: models[0].deployments[1].timeout: unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, timeouts"},
+		{"unknown deployment timeout", "models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, base_url: 'sim://', timeouts: {connect: 1s}}\n",
+			"line 4: models[0].deployments[0].timeouts.connect: unknown key; want one of first_byte, first_token, idle"},
+		{"negative deployment timeout", "models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, base_url: 'sim://', timeouts: {idle: -1s}}\n",
+			`line 4: models[0].deployments[0].timeouts.idle: "-1s" is negative; want a duration of 0 or more`},
+		{"one name, two timeouts", "models:\n  - alias: a\n    deployments:\n      - {name: d, provider: openai, model: m, base_url: 'sim://', timeouts: {first_byte: 5m}}\n  - alias: b\n    deployments:\n      - {name: d, provider: openai, model: m, base_url: 'sim://'}\n",
+			`line 7: models[1].deployments[0].name: "d" names two different deployments`},
 		{"unknown retry key", "retry:\n  max_atempts: 3\n",
 			"line 2: retry.max_atempts: unknown key (did you mean max_attempts?); want one of max_attempts, base, cap, max_retry_after, jitter, budget_ratio, chain_max_attempts"},
 		{"unknown key far from all", "timeouts: {upstream: 3s}\n",
@@ -196,7 +202,7 @@ func TestParseErrors(t *testing.T) {
 func TestErrorFields(t *testing.T) {
 	_, err := Parse([]byte("models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, timeout: 30s}\n"), "belay.yaml", env(nil))
 	e, ok := errors.AsType[*Error](err)
-	if !ok || *e != (Error{File: "belay.yaml", Line: 4, Path: "models[0].deployments[0].timeout", Msg: "unknown key; want one of name, provider, model, base_url, api_key"}) {
+	if !ok || *e != (Error{File: "belay.yaml", Line: 4, Path: "models[0].deployments[0].timeout", Msg: "unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, timeouts"}) {
 		t.Errorf("error %#v", err)
 	}
 	// Validate on a Config built in code: the path, no file or line.
@@ -227,7 +233,7 @@ models:
 	}
 	bad := y + "  - alias: c\n    deployments:\n      - {<<: *oa, tmeout: 1}\n"
 	_, err = Parse([]byte(bad), "belay.yaml", env(nil))
-	if want := "config belay.yaml: line 11: models[2].deployments[0].tmeout: unknown key; want one of name, provider, model, base_url, api_key"; err == nil || err.Error() != want {
+	if want := "config belay.yaml: line 11: models[2].deployments[0].tmeout: unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, timeouts"; err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
 	}
 }

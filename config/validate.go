@@ -131,7 +131,7 @@ func (c *Config) validateModels() error {
 func sameDeployment(c *Config, d Deployment) bool {
 	for _, m := range c.Models {
 		for _, o := range m.Deployments {
-			if o.Name == d.Name && (o.Provider != d.Provider || o.Model != d.Model || o.BaseURL != d.BaseURL || o.APIKey.Value != d.APIKey.Value) {
+			if o.Name == d.Name && (o.Provider != d.Provider || o.Model != d.Model || o.BaseURL != d.BaseURL || o.APIKey.Value != d.APIKey.Value || o.Timeouts != d.Timeouts) {
 				return false
 			}
 		}

@@ -88,7 +88,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if t := s.cfg.Timeouts.FirstByte.D(); t > 0 {
+	if t := s.timeoutsOf(d.Name).FirstByte.D(); t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()

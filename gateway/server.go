@@ -98,6 +98,9 @@ type Server struct {
 	aliases map[aliasKey]string
 	// unpriced: Deps.Unpriced.
 	unpriced map[string]bool
+	// depTimeouts are the attempt timeouts of the deployments that set
+	// their own (config.Deployment.Timeouts), by name; nil when none do.
+	depTimeouts map[string]config.Timeouts
 	// probe runs /readyz's store probes.
 	probe readiness
 	// calls counts the model calls in progress (serveModel's handlers).
@@ -141,6 +144,16 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s.aliases, s.models = aliases, models
+	for _, m := range cfg.Models {
+		for _, d := range m.Deployments {
+			if d.Timeouts != (config.DeploymentTimeouts{}) {
+				if s.depTimeouts == nil {
+					s.depTimeouts = map[string]config.Timeouts{}
+				}
+				s.depTimeouts[d.Name] = d.Timeouts.Of(cfg.Timeouts)
+			}
+		}
+	}
 	if dis, ok := deps.Runs.(Disabler); ok {
 		s.disabled, s.aliasDisabled = dis.Disabled, dis.AliasDisabled
 	}
@@ -320,4 +333,13 @@ func breakerSettings(b config.Breaker) breaker.Settings {
 		Window:              b.Window.D(),
 		OpenFor:             b.OpenFor.D(),
 	}
+}
+
+// timeoutsOf returns the attempt timeouts of deployment name: its own
+// where it sets them, the gateway's otherwise.
+func (s *Server) timeoutsOf(name string) config.Timeouts {
+	if t, ok := s.depTimeouts[name]; ok {
+		return t
+	}
+	return s.cfg.Timeouts
 }

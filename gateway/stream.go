@@ -42,7 +42,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 	// The headers are in: from here the wait is for model output (the
 	// classifier peeks at the body's head, which a hung upstream never
 	// sends).
-	t := c.s.cfg.Timeouts
+	t := c.s.timeoutsOf(d.Name)
 	wd.arm(t.FirstToken.D(), errFirstToken)
 	fe, _, rerr := failure.ClassifyHTTP(dl, resp)
 	switch {

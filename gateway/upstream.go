@@ -155,7 +155,7 @@ func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent
 		hr.Header.Set(HeaderRunID, c.runID) // the simulator's scripts follow runs
 	}
 	f.setAuth(hr.Header, d.APIKey)
-	wd.arm(c.s.cfg.Timeouts.FirstByte.D(), errFirstByte)
+	wd.arm(c.s.timeoutsOf(d.Name).FirstByte.D(), errFirstByte)
 	resp, err := c.s.upstream.RoundTrip(hr)
 	if err == nil && resp == nil { // a RoundTripper of Options.Upstream breaking its contract
 		err = errors.New("the upstream RoundTripper returned no response and no error")
@@ -192,7 +192,8 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	}
 	defer resp.Body.Close()
 	c.reading2xx = resp.StatusCode/100 == 2 // until attempt returns (not reset by a defer: see its recover)
-	wd.arm(c.s.cfg.Timeouts.Idle.D(), errIdle)
+	idle := c.s.timeoutsOf(d.Name).Idle.D()
+	wd.arm(idle, errIdle)
 	fe, head, rerr := failure.ClassifyHTTP(frontFor(d.Dialect).dialect(), resp)
 	if rerr != nil && c.reading2xx { // fe classifies rerr
 		c.chargeCut(d)
@@ -210,7 +211,7 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	if resp.ContentLength > limit {
 		return c.overLimit(d, resp.StatusCode, limit)
 	}
-	rest, rerr := io.ReadAll(io.LimitReader(idleReader{resp.Body, wd, c.s.cfg.Timeouts.Idle.D()}, limit-int64(len(head))+1))
+	rest, rerr := io.ReadAll(io.LimitReader(idleReader{resp.Body, wd, idle}, limit-int64(len(head))+1))
 	if rerr != nil {
 		c.chargeCut(d)
 		return attemptError(ctx, rerr)
