@@ -206,6 +206,21 @@ func (l *MemLedger) Renew(_ context.Context, ids []string, expiresAt time.Time) 
 	return nil
 }
 
+// Forget deletes the balances and alert marks of scopes (a pruned run's);
+// reservations are kept.
+func (l *MemLedger) Forget(scopes ...Scope) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range scopes {
+		delete(l.balances, s)
+		for k := range l.alerts {
+			if k.scope == s {
+				delete(l.alerts, k)
+			}
+		}
+	}
+}
+
 // Balance returns the state of s (zero for an unknown scope).
 func (l *MemLedger) Balance(_ context.Context, s Scope) (Balance, error) {
 	l.mu.Lock()

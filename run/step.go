@@ -554,6 +554,13 @@ func TokenScope(runID string) budget.Scope { return budget.Scope("tokens:" + run
 // tokens (see TokenScope).
 func OutputTokenScope(runID string) budget.Scope { return budget.Scope("tokens-out:" + runID) }
 
+// LedgerScopes returns every ledger scope of run runID's own: its cost
+// (budget.RunScope), turns, tokens and output tokens. Its tenant's scopes
+// are not its own. For store.RunPruner.
+func LedgerScopes(runID string) []budget.Scope {
+	return []budget.Scope{budget.RunScope(runID), TurnScope(runID), TokenScope(runID), OutputTokenScope(runID)}
+}
+
 // tokensFirst reports whether the step's Settle settles its tokens before
 // it returns (see Settle): a step of a run with a token limit whose tokens
 // are in the ledger. Under r.mu.

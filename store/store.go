@@ -133,6 +133,21 @@ type RunSpender interface {
 	CreateRunSpent(ctx context.Context, r Run, spends []budget.Reservation) error
 }
 
+// RunPruner is implemented by stores that delete old runs (the stores belay
+// ships). A store that serves a gateway for months holds a record, its
+// spans and its ledger scopes for every call; `belay runs prune` deletes
+// the old ones.
+type RunPruner interface {
+	// PruneRuns deletes, in one transaction, up to max runs that ended
+	// before before, oldest first (a running record is never deleted),
+	// with their spans and the ledger scopes scopes(id) names (their
+	// balances and alert marks), and returns how many runs it deleted.
+	// Tenants' scopes, open reservations, approvals, kill flags,
+	// idempotency keys and golden traces (which keep their own copy) are
+	// kept. max must be at least 1.
+	PruneRuns(ctx context.Context, before time.Time, max int, scopes func(runID string) []budget.Scope) (int, error)
+}
+
 // Spans stores trace spans.
 type Spans interface {
 	// WriteSpans stores a batch in one transaction. A span whose RunID and

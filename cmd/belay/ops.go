@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/gateway"
+	belayrun "github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/open"
 )
@@ -169,7 +171,78 @@ func runsCmd() *cobra.Command {
 	fl.StringVar(&status, "status", "", "only runs in this status: running, succeeded, failed, stopped")
 	fl.IntVar(&f.Limit, "limit", 50, "at most this many runs")
 	fl.BoolVar(&asJSON, "json", false, "print the run records as JSON")
+	c.AddCommand(pruneCmd())
 	return c
+}
+
+// minPruneAge is the youngest a run pruned may be: a run's last writes
+// (its spans, a settle retried in the background) may follow its end.
+const minPruneAge = time.Hour
+
+func pruneCmd() *cobra.Command {
+	var older string
+	var batch int
+	c := &cobra.Command{
+		Use:   "prune --older-than AGE",
+		Short: "Delete the runs that ended more than AGE ago, with their spans and ledger scopes",
+		Long: `prune deletes the runs that ended more than AGE ago (a duration: 720h, or days: 30d), with
+their spans and their own ledger scopes (cost, turns, tokens), in transactions of --batch runs,
+oldest first. Running runs, tenants' budgets, approvals, kill flags, idempotency keys and golden
+traces (which keep their own copy) are kept. A gateway may serve from the store meanwhile.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			age, err := parseAge(older)
+			if err != nil {
+				return badInput(fmt.Errorf("--older-than %q: %w", older, err))
+			}
+			if age < minPruneAge {
+				return badInput(fmt.Errorf("--older-than %s: want at least %s (a run's last writes may follow its end)", older, minPruneAge))
+			}
+			if batch < 1 {
+				return badInput(fmt.Errorf("--batch %d: must be ≥ 1", batch))
+			}
+			before := time.Now().Add(-age)
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				p, ok := st.(store.RunPruner)
+				if !ok {
+					return exit(1, errors.New("this store cannot prune runs"))
+				}
+				total := 0
+				for {
+					n, err := p.PruneRuns(ctx, before, batch, belayrun.LedgerScopes)
+					total += n
+					if err != nil {
+						return fmt.Errorf("pruned %d runs, then: %w", total, err)
+					}
+					if n < batch {
+						break
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "pruned %d runs that ended before %s\n", total, before.Local().Format(time.DateTime))
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVar(&older, "older-than", "", "delete the runs that ended more than this long ago: a duration (720h) or days (30d); at least 1h")
+	c.Flags().IntVar(&batch, "batch", 1000, "runs deleted per transaction")
+	_ = c.MarkFlagRequired("older-than")
+	return c
+}
+
+// parseAge reads a Go duration ("720h") or a whole number of days ("30d").
+func parseAge(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 || n > 100*365 {
+			return 0, errors.New("want a duration (720h) or a whole number of days (30d)")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, errors.New("want a duration (720h) or a whole number of days (30d)")
+	}
+	return d, nil
 }
 
 func nonNilSlice[T any](s []T) []T {

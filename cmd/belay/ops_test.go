@@ -718,3 +718,52 @@ func TestOpsReadTheConfigsStore(t *testing.T) {
 	_, _, err = belayArgs(t, "runs", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
 	wantCode(t, err, 2, "missing.yaml")
 }
+
+// belay runs prune deletes the runs that ended more than AGE ago, with
+// their spans; a young run stays, and an age under an hour, or not an
+// age, is refused.
+func TestRunsPrune(t *testing.T) {
+	url := seed(t) // r1 and r2 ended on 2026-11-29
+	ctx := context.Background()
+	st, err := open.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	young := store.Run{ID: "young", Tenant: "acme", Status: store.RunSucceeded, Started: time.Now().Add(-time.Minute), Ended: time.Now()}
+	if err := st.CreateRun(ctx, young); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	for _, c := range []struct{ arg, says string }{
+		{"30m", "want at least 1h0m0s"},
+		{"soon", "want a duration (720h) or a whole number of days (30d)"},
+		{"-2d", "want a duration (720h) or a whole number of days (30d)"},
+	} {
+		_, _, err := belay(t, url, "runs", "prune", "--older-than", c.arg)
+		wantCode(t, err, 2, c.says)
+	}
+	out, _, err := belay(t, url, "runs", "prune", "--older-than", "1d", "--batch", "1")
+	wantCode(t, err, 0, "")
+	if !strings.HasPrefix(out, "pruned 2 runs that ended before ") {
+		t.Errorf("prune: %q", out)
+	}
+	out, _, err = belay(t, url, "runs")
+	wantCode(t, err, 0, "")
+	if strings.Contains(out, "r1  ") || strings.Contains(out, "r2  ") || !strings.Contains(out, "young") {
+		t.Errorf("runs after the prune:\n%s", out)
+	}
+	_, _, err = belay(t, url, "trace", "show", "r1")
+	wantCode(t, err, 1, "run r1 not found")
+	st, err = open.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if spans, err := st.RunSpans(ctx, "r2"); err != nil || len(spans) != 0 {
+		t.Errorf("spans of a pruned run: %d, %v", len(spans), err)
+	}
+	if a, err := st.GetApproval(ctx, "ap-1"); err != nil || a.RunID != "r1" {
+		t.Errorf("approval of a pruned run: %+v, %v; want it kept", a, err)
+	}
+}

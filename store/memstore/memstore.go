@@ -51,6 +51,7 @@ type golden struct {
 var (
 	_ store.Store       = (*Store)(nil)
 	_ store.KillWatcher = (*Store)(nil)
+	_ store.RunPruner   = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -409,4 +410,40 @@ func (s *Store) Golden(_ context.Context, name string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("%w: golden %q", store.ErrNotFound, name)
 	}
 	return slices.Clone(g.canonical), g.runID, nil
+}
+
+// PruneRuns deletes up to max runs that ended before before, oldest
+// first, with their spans and the ledger scopes scopes names (see
+// store.RunPruner).
+func (s *Store) PruneRuns(_ context.Context, before time.Time, max int, scopes func(runID string) []budget.Scope) (int, error) {
+	if max < 1 {
+		return 0, fmt.Errorf("memstore: prune runs: max %d: want at least 1", max)
+	}
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	var old []store.Run
+	for _, r := range s.runs {
+		if r.Status != store.RunRunning && !r.Ended.IsZero() && r.Ended.Before(before) {
+			old = append(old, r)
+		}
+	}
+	slices.SortFunc(old, func(a, b store.Run) int {
+		if c := a.Started.Compare(b.Started); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	old = old[:min(len(old), max)]
+	for _, r := range old {
+		delete(s.runs, r.ID)
+		delete(s.spans, r.ID)
+	}
+	s.mu.Unlock()
+	for _, r := range old {
+		if scopes != nil {
+			s.ledger.Forget(scopes(r.ID)...)
+		}
+	}
+	return len(old), nil
 }

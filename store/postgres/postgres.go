@@ -49,6 +49,7 @@ type Store struct {
 var (
 	_ store.Store       = (*Store)(nil)
 	_ store.KillWatcher = (*Store)(nil)
+	_ store.RunPruner   = (*Store)(nil)
 )
 
 // Open connects to the database at url (a postgres:// or postgresql://

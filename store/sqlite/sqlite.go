@@ -91,8 +91,9 @@ type Store struct {
 func (s *Store) Hurry() { s.b.gw.hurryUp() }
 
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Hurrier = (*Store)(nil)
+	_ store.Store     = (*Store)(nil)
+	_ store.Hurrier   = (*Store)(nil)
+	_ store.RunPruner = (*Store)(nil)
 )
 
 // Open opens (creating it on first use) the SQLite file at path and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/trace"
 )
 
 func sampleRun(id, tenant string, started time.Time) store.Run {
@@ -232,5 +233,83 @@ func testCreateRunSpent(t *testing.T, s store.Store) {
 	must(t, sp.CreateRunSpent(ctx, r3, nil))
 	if _, err := s.GetRun(ctx, "three"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testPruneRuns: PruneRuns deletes ended runs that ended before the cut,
+// oldest first and at most max at a time, with their spans, run scopes
+// and alert marks; a running run, a run that ended after the cut, another
+// run's spans and a tenant's scope stay.
+func testPruneRuns(t *testing.T, s store.Store) {
+	p, ok := s.(store.RunPruner)
+	if !ok {
+		t.Skip("the store does not prune runs")
+	}
+	ctx := context.Background()
+	add := func(id string, started, ended time.Duration, status store.RunStatus) {
+		r := sampleRun(id, "acme", at(started))
+		r.Status = status
+		if status != store.RunRunning {
+			r.Ended = at(ended)
+		}
+		must(t, s.CreateRun(ctx, r))
+		must(t, s.WriteSpans(ctx, []trace.Span{span(id, "s-"+id, "", started)}))
+		must(t, s.Reserve(ctx, budget.Reservation{ID: "spend-" + id, Owner: "p", Amount: budget.Micros(1000), Spend: true,
+			Scopes: []budget.ScopeLimit{{Scope: budget.RunScope(id)}, {Scope: "tenant:acme:2026-11"}}}))
+		_, err := s.MarkAlert(ctx, budget.RunScope(id), 0.5)
+		must(t, err)
+	}
+	add("old-1", 1*time.Second, 2*time.Second, store.RunSucceeded)
+	add("old-2", 3*time.Second, 4*time.Second, store.RunFailed)
+	add("old-3", 5*time.Second, 6*time.Second, store.RunStopped)
+	add("live", 0, 0, store.RunRunning)                       // started first, never ended
+	add("late", 7*time.Second, time.Hour, store.RunSucceeded) // ended after the cut
+	scopes := func(id string) []budget.Scope {
+		return []budget.Scope{budget.RunScope(id), budget.Scope("turns:" + id)}
+	}
+	cut := at(time.Minute)
+
+	if _, err := p.PruneRuns(ctx, cut, 0, scopes); err == nil {
+		t.Error("PruneRuns with max 0: no error")
+	}
+	n, err := p.PruneRuns(ctx, cut, 2, scopes)
+	if err != nil || n != 2 {
+		t.Fatalf("first prune: %d, %v; want 2", n, err)
+	}
+	for id, kept := range map[string]bool{"old-1": false, "old-2": false, "old-3": true, "live": true, "late": true} {
+		_, err := s.GetRun(ctx, id)
+		if kept != (err == nil) {
+			t.Errorf("after pruning 2 of 3 (oldest first): run %s kept %v, got err %v", id, kept, err)
+		}
+	}
+	n, err = p.PruneRuns(ctx, cut, 100, scopes)
+	if err != nil || n != 1 {
+		t.Fatalf("second prune: %d, %v; want 1 (old-3)", n, err)
+	}
+	if n, err := p.PruneRuns(ctx, cut, 100, scopes); err != nil || n != 0 {
+		t.Errorf("third prune: %d, %v; want 0", n, err)
+	}
+	for _, id := range []string{"old-1", "old-2", "old-3"} {
+		if spans, err := s.RunSpans(ctx, id); err != nil || len(spans) != 0 {
+			t.Errorf("spans of pruned run %s: %d, %v", id, len(spans), err)
+		}
+		if b, err := s.Balance(ctx, budget.RunScope(id)); err != nil || b.Settled != 0 || b.Reserved != 0 {
+			t.Errorf("scope of pruned run %s: %+v, %v; want none", id, b, err)
+		}
+		// Its alert mark is gone: marking it again is a first time.
+		if first, err := s.MarkAlert(ctx, budget.RunScope(id), 0.5); err != nil || !first {
+			t.Errorf("alert of pruned run %s: first %v, %v; want the mark gone", id, first, err)
+		}
+	}
+	for _, id := range []string{"live", "late"} {
+		if spans, err := s.RunSpans(ctx, id); err != nil || len(spans) != 1 {
+			t.Errorf("spans of kept run %s: %d, %v", id, len(spans), err)
+		}
+		if b, err := s.Balance(ctx, budget.RunScope(id)); err != nil || b.Settled != budget.Micros(1000) {
+			t.Errorf("scope of kept run %s: %+v, %v", id, b, err)
+		}
+	}
+	if b, err := s.Balance(ctx, "tenant:acme:2026-11"); err != nil || b.Settled != budget.Micros(5000) {
+		t.Errorf("tenant scope after pruning: %+v, %v; want all five spends kept", b, err)
 	}
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("SaveRun", func(t *testing.T) { testSaveRun(t, open(t)) })
 	t.Run("CreateRunSpent", func(t *testing.T) { testCreateRunSpent(t, open(t)) })
 	t.Run("RunsList", func(t *testing.T) { testRunsList(t, open(t)) })
+	t.Run("PruneRuns", func(t *testing.T) { testPruneRuns(t, open(t)) })
 	t.Run("Spans", func(t *testing.T) { testSpans(t, open(t)) })
 	t.Run("SpanAttrs", func(t *testing.T) { testSpanAttrs(t, open(t)) })
 	t.Run("Ledger", func(t *testing.T) { testLedger(t, open(t)) })

@@ -273,3 +273,59 @@ func placeholders(n int) string {
 }
 
 func timeDuration(ns int64) time.Duration { return time.Duration(ns) }
+
+// PruneRuns deletes up to max runs that ended before before, oldest
+// first, with their spans and the ledger scopes scopes names (see
+// store.RunPruner), in one transaction.
+func (c *Core) PruneRuns(ctx context.Context, before time.Time, max int, scopes func(runID string) []budget.Scope) (int, error) {
+	op := "prune runs"
+	if max < 1 {
+		return 0, fmt.Errorf("%s: %s: %w: max %d: want at least 1", c.name, op, codec.ErrInvalid, max)
+	}
+	n := 0
+	err := c.write(ctx, op, func(tx Tx) error {
+		n = 0
+		cut := codec.NS(before)
+		// started_ns < cut: a run that ended before the cut started
+		// before it, and runs_by_started reads them oldest first.
+		rows, err := tx.Query(ctx, `SELECT id FROM runs WHERE started_ns < $1 AND status <> $2 AND ended_ns IS NOT NULL AND ended_ns < $1
+			ORDER BY started_ns, id LIMIT $3`, cut, string(store.RunRunning), int64(max))
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, err := tx.Exec(ctx, `DELETE FROM spans WHERE run_id = $1`, id); err != nil {
+				return err
+			}
+			if scopes != nil {
+				for _, s := range scopes(id) {
+					if _, err := tx.Exec(ctx, `DELETE FROM budget_scopes WHERE scope = $1`, string(s)); err != nil {
+						return err
+					}
+					if _, err := tx.Exec(ctx, `DELETE FROM budget_alerts WHERE scope = $1`, string(s)); err != nil {
+						return err
+					}
+				}
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM runs WHERE id = $1`, id); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
+}
