@@ -119,6 +119,14 @@ func withUsage(c *cobra.Command) {
 				return nil
 			case !cmd.HasSubCommands() && len(a) > 0 && strings.HasPrefix(err.Error(), "unknown command"): // cobra.NoArgs
 				return fmt.Errorf("%s takes no arguments; got %q (usage: %s)", cmd.CommandPath(), a[0], cmd.UseLine())
+			case len(a) > 0 && strings.HasPrefix(err.Error(), "unknown command"): // runs, with its prune
+				var subs []string
+				for _, sub := range cmd.Commands() {
+					if sub.IsAvailableCommand() {
+						subs = append(subs, sub.Name())
+					}
+				}
+				return fmt.Errorf("%s takes no arguments but a command (%s); got %q (usage: %s)", cmd.CommandPath(), strings.Join(subs, ", "), a[0], cmd.UseLine())
 			}
 			return fmt.Errorf("%s: %w (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
 		}
