@@ -44,6 +44,14 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.tenant = tenant
+	if s.tenantDisabled != nil {
+		// Counting is in no run, but a kill of everything or of the
+		// tenant stops its provider traffic too.
+		if k, off := s.tenantDisabled(tenant.Name); off {
+			c.refuse(refusal(failure.Killed, "killed by the kill switch ("+killFlag(k)+"; undo with belay unkill)"))
+			return
+		}
+	}
 	body, fe := c.readBody()
 	if fe != nil {
 		c.refuse(fe)

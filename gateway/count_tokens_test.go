@@ -65,6 +65,30 @@ func TestCountTokensThroughTheGateway(t *testing.T) {
 		t.Errorf("every deployment disabled: %v; want 403 naming the kill flags", err)
 	}
 
+	// A kill of everything, or of the tenant, stops counting too (it is
+	// provider traffic, though in no run; adversarial review).
+	if err := h.stack.Runs.Unkill(ctx, store.KillDeployment, "an-1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []struct {
+		target store.KillTarget
+		name   string
+	}{{store.KillAll, ""}, {store.KillTenant, "default"}} {
+		if err := h.stack.Runs.Kill(ctx, k.target, k.name, "incident"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Messages.CountTokens(ctx, params)
+		if !errors.As(err, &ae) || ae.StatusCode != 403 || !strings.Contains(ae.Error(), "killed by the kill switch ("+strings.TrimSpace(string(k.target)+" "+k.name)+": incident") {
+			t.Errorf("kill %s %s: %v; want 403 naming the flag", k.target, k.name, err)
+		}
+		if err := h.stack.Runs.Unkill(ctx, k.target, k.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Messages.CountTokens(ctx, params); err != nil {
+		t.Errorf("after the unkills: %v", err)
+	}
+
 	params.Model = "no-such-model"
 	_, err = c.Messages.CountTokens(ctx, params)
 	if !errors.As(err, &ae) || ae.StatusCode != 404 || ae.Type() != anthropic.ErrorTypeNotFoundError {

@@ -476,7 +476,10 @@ func (s *Server) unservable(alias string, chain []route.Deployment) (flags []str
 
 // killFlag describes kill flag k: "model gpt-4o: runaway".
 func killFlag(k store.Kill) string {
-	f := fmt.Sprintf("%s %s", k.Target, k.Name)
+	f := string(k.Target)
+	if k.Name != "" { // the all flag has none
+		f += " " + k.Name
+	}
 	if k.Reason != "" {
 		f += ": " + k.Reason
 	}

@@ -62,6 +62,10 @@ type Disabler interface {
 	// AliasDisabled returns the kill flag on the model alias clients
 	// name, and true; false when there is none.
 	AliasDisabled(alias string) (store.Kill, bool)
+	// TenantDisabled returns the kill flag that stops every call of
+	// tenant (the all flag first, else the tenant's), and true; false
+	// when there is none. For calls that are in no run (count_tokens).
+	TenantDisabled(tenant string) (store.Kill, bool)
 }
 
 // noter is implemented by a Turns that can record an event on a run it
@@ -92,6 +96,14 @@ func (t *runTurns) Holds(id string) bool { return t.m.Holds(id) }
 // AliasDisabled returns the kill flag on model alias alias.
 func (t *runTurns) AliasDisabled(alias string) (store.Kill, bool) {
 	return t.m.Killed(store.KillModel, alias)
+}
+
+// TenantDisabled returns the all flag, else the flag on tenant.
+func (t *runTurns) TenantDisabled(tenant string) (store.Kill, bool) {
+	if k, ok := t.m.Killed(store.KillAll, ""); ok {
+		return k, true
+	}
+	return t.m.Killed(store.KillTenant, tenant)
 }
 
 // Disabled returns the kill flag on d, else the one on its model.

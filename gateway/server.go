@@ -77,9 +77,11 @@ type Server struct {
 	store store.Store
 	flush func(ctx context.Context, runID string) error
 	// disabled returns the kill flag that disables a deployment (nil:
-	// none can); aliasDisabled the one on a model alias clients name.
-	disabled      func(route.Deployment) (store.Kill, bool)
-	aliasDisabled func(alias string) (store.Kill, bool)
+	// none can); aliasDisabled the one on a model alias clients name;
+	// tenantDisabled the all or tenant flag (see Disabler).
+	disabled       func(route.Deployment) (store.Kill, bool)
+	aliasDisabled  func(alias string) (store.Kill, bool)
+	tenantDisabled func(tenant string) (store.Kill, bool)
 	// clientAlias maps the router's alias names to the model aliases
 	// clients name (their route.Alias DisplayName).
 	clientAlias map[string]string
@@ -155,7 +157,7 @@ func New(cfg *config.Config, deps Deps) (*Server, error) {
 		}
 	}
 	if dis, ok := deps.Runs.(Disabler); ok {
-		s.disabled, s.aliasDisabled = dis.Disabled, dis.AliasDisabled
+		s.disabled, s.aliasDisabled, s.tenantDisabled = dis.Disabled, dis.AliasDisabled, dis.TenantDisabled
 	}
 	s.clientAlias = map[string]string{}
 	for _, a := range rcfg.Aliases {
