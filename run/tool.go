@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/internal/ids"
@@ -43,9 +45,9 @@ type ToolCall struct {
 	// IdempotencyKey names the effect; empty means IdempotencyKey(run id,
 	// Name, Arguments). Give an explicit key to deduplicate across the
 	// runs of one tenant: a run of another tenant (Spec.Tenant) has its
-	// own effect under the same key, stored as "TENANT~KEY" (runs of
-	// DefaultTenant as KEY); the tool sees the key as given
-	// (IdempotencyKeyFrom).
+	// own effect under the same key (stored under a form no other tenant's
+	// key takes, see storedKey; DefaultTenant's as given); the tool sees
+	// the key as given (IdempotencyKeyFrom).
 	IdempotencyKey string
 	// SafeToRepeat declares that running the effect twice is harmless: an
 	// expired key is taken over and run again instead of reported as
@@ -77,11 +79,14 @@ func (e *ToolError) Error() string {
 func (e *ToolError) Unwrap() error { return e.Cause }
 
 // IdempotencyKey derives a call's key: "tool:" and the hex SHA-256 of the
-// run id, the tool name and the canonical JSON of the arguments (object
-// keys sorted, insignificant space removed, each number written one way
-// for its value: 40, 40.0, 4e1 and 40.00 are 40), so the same call in the
-// same run has the same key however the model formatted it. Arguments
-// that are not JSON are hashed as they are.
+// run id, the tool name and the canonical JSON of the arguments, so the
+// same call in the same run has the same key however the model wrote it:
+// insignificant space removed; object members sorted by their names
+// folded as encoding/json matches a struct field's (ignoring case,
+// strings.EqualFold), the last of two that fold alike kept, as a tool
+// decoding into a struct keeps it; each number written one way for its
+// value (40, 40.0, 4e1 and 40.00 are 40). Arguments that are not one JSON
+// value (trailing data included) are hashed as they are.
 func IdempotencyKey(runID, tool string, args json.RawMessage) string {
 	h := sha256.New()
 	h.Write([]byte(runID))
@@ -95,33 +100,72 @@ func IdempotencyKey(runID, tool string, args json.RawMessage) string {
 func canonicalJSON(b json.RawMessage) []byte {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil || d.More() {
+	v, err := strictValue(d)
+	if err != nil {
 		return b
 	}
-	out, err := json.Marshal(canonicalNumbers(v)) // map keys come out sorted
+	if _, err := d.Token(); err != io.EOF { // more after the value: not one document
+		return b
+	}
+	out, err := json.Marshal(canonicalValue(v)) // map keys come out sorted
 	if err != nil {
 		return b
 	}
 	return out
 }
 
-// canonicalNumbers returns v (as a json.Decoder with UseNumber gives it)
-// with each number in its canonical form (see canonicalNumber).
-func canonicalNumbers(v any) any {
+// canonicalValue returns v (as strictValue gives it) in canonical form:
+// objects as maps keyed by their members' folded names (foldName), the
+// last member of a name kept; numbers canonical (canonicalNumber).
+func canonicalValue(v any) any {
 	switch x := v.(type) {
+	case []member:
+		m := make(map[string]any, len(x))
+		for _, mb := range x {
+			m[foldName(mb.name)] = canonicalValue(mb.value)
+		}
+		return m
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = canonicalValue(e)
+		}
+		return out
 	case json.Number:
 		return json.Number(canonicalNumber(string(x)))
-	case map[string]any:
-		for k, e := range x {
-			x[k] = canonicalNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = canonicalNumbers(e)
-		}
 	}
 	return v
+}
+
+// foldName returns s with each rune replaced by the least rune of its
+// simple case-folding orbit (unicode.SimpleFold): two names fold alike
+// exactly when strings.EqualFold holds, as encoding/json matches them.
+func foldName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
+
+// storedKey is the key an explicit idempotency key of tenant is stored
+// under: the key itself for DefaultTenant ("~" before it when it begins
+// with "~"), else "~", the tenant's length, "~", the tenant and the key.
+// No two tenants' keys meet (adversarial review: "acme~invoice-42" of the
+// default tenant met acme's "invoice-42", and tenant "acme~x"'s "y" met
+// acme's "x~y").
+func storedKey(tenant, key string) string {
+	if tenant == DefaultTenant {
+		if strings.HasPrefix(key, "~") {
+			return "~" + key
+		}
+		return key
+	}
+	return "~" + strconv.Itoa(len(tenant)) + "~" + tenant + key
 }
 
 // canonicalNumber writes the JSON number n (valid JSON number syntax) one
@@ -238,11 +282,11 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 	switch {
 	case key == "":
 		key = IdempotencyKey(r.id, call.Name, call.Arguments)
-	case r.tenant != DefaultTenant:
+	default:
 		// One tenant never replays another's result (its refund's
 		// confirmation, say) nor is kept from its own effect by it
 		// (adversarial review: a run of tenant B got A's stored result).
-		key = r.tenant + "~" + key
+		key = storedKey(r.tenant, key)
 	}
 	attrs[trace.AttrIdempotency] = key
 	st, owner, lease := r.m.st, r.m.owner, r.m.cfg.IdempotencyLease

@@ -275,9 +275,68 @@ func TestExplicitKeyIsEachTenants(t *testing.T) {
 	if n := e.n.Load(); n != 2 || len(seen) != 2 || seen[0] != "refund-A-1" || seen[1] != "refund-A-1" {
 		t.Fatalf("effect ran %d times, with keys %q; want 2, each refund-A-1", n, seen)
 	}
-	for _, k := range []string{"acme~refund-A-1", "bob~refund-A-1"} {
+	for _, k := range []string{"~4~acmerefund-A-1", "~3~bobrefund-A-1"} {
 		if c, err := f.st.Lookup(ctx, k, time.Now()); err != nil || c.State != store.ClaimCompleted {
 			t.Errorf("stored key %s: %+v %v", k, c, err)
 		}
+	}
+}
+
+// Arguments a tool decoding into a struct reads as one call share a key
+// (member names compared ignoring case, the last of a name kept, as
+// encoding/json keeps it); a document with more after it is not the
+// document before it (adversarial review: `{"ORDER_ID":…}` had a key of its
+// own, and `{…}]` shared the valid call's).
+func TestIdempotencyKeyReadsArgumentsAsAStructDoes(t *testing.T) {
+	key := func(args string) string { return IdempotencyKey("r1", "issue_refund", json.RawMessage(args)) }
+	base := `{"order_id":"A-1002","amount_usd":50}`
+	for _, same := range []string{
+		`{"ORDER_ID":"A-1002","amount_usd":50}`,
+		`{"order_id":"X","Order_Id":"A-1002","amount_usd":50}`,
+		`{"amount_usd":50.0,"order_id":"A-1002"}`,
+		`{"order_\u0069d":"A-1002","amount_usd":50}`,
+		"{ \"order_id\" : \"A-1002\" ,\n \"amount_usd\" : 5e1 }",
+	} {
+		if key(same) != key(base) {
+			t.Errorf("%s: a key of its own; a struct-decoding tool reads it as %s", same, base)
+		}
+	}
+	for _, other := range []string{
+		base + `]`,
+		base + `}`,
+		base + ` {"x":1}`,
+		`{"order_id":"a-1002","amount_usd":50}`, // values keep their case
+		`{"order_id":"A-1002","amount_usd":50,"note":"again"}`,
+	} {
+		if key(other) == key(base) {
+			t.Errorf("%s shares the key of %s", other, base)
+		}
+	}
+	// The Kelvin sign folds with k, as encoding/json matches it.
+	if key(`{"\u212aey":1}`) != key(`{"key":1}`) {
+		t.Error("K (U+212A) and k have different keys")
+	}
+}
+
+// No tenant's explicit key is stored where another's is: neither the
+// default tenant's key written as another's stored form, nor a tenant
+// whose name holds "~" (adversarial review).
+func TestStoredKeysOfTenantsNeverMeet(t *testing.T) {
+	type tk struct{ tenant, key string }
+	cases := []tk{
+		{"acme", "invoice-42"}, {DefaultTenant, "acme~invoice-42"}, {DefaultTenant, "~4~acmeinvoice-42"},
+		{"acme~x", "y"}, {"acme", "x~y"}, {DefaultTenant, "invoice-42"}, {"a", "1~b"}, {"a~1", "b"},
+		{DefaultTenant, "~"}, {DefaultTenant, "~~"}, {"~", ""}, {"", "~"},
+	}
+	seen := map[string]tk{}
+	for _, c := range cases {
+		k := storedKey(c.tenant, c.key)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("%+v and %+v are both stored as %q", prev, c, k)
+		}
+		seen[k] = c
+	}
+	if storedKey(DefaultTenant, "invoice-42") != "invoice-42" {
+		t.Error("the default tenant's key is not stored as given")
 	}
 }
