@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -205,6 +206,9 @@ func canonicalStep(s Span, volatile []string) (Step, error) {
 	if slices.Contains(volatile, AttrToolCallID) {
 		renumberPayloadIDs(attrs)
 	}
+	if args, ok := attrs[AttrToolArguments].(string); ok {
+		attrs[AttrToolArguments] = canonicalArguments(args)
+	}
 	st := Step{Kind: s.Kind, Name: s.Name, Status: s.Status, Attrs: attrs}
 	events := slices.Clone(s.Events)
 	slices.SortStableFunc(events, func(a, b Event) int { return a.Time.Compare(b.Time) })
@@ -216,6 +220,30 @@ func canonicalStep(s Span, volatile []string) (Step, error) {
 		st.Events = append(st.Events, StepEvent{Name: e.Name, Attrs: ea})
 	}
 	return st, nil
+}
+
+// canonicalArguments returns a tool call's arguments, when they are one
+// JSON document, compact with object keys sorted and numbers as float64
+// writes them: the same call written with other spacing, member order or
+// number spelling ({"amount_usd": 50} and {"amount_usd":50.0}) is the
+// same step (an adversarial review found such runs unequal to their
+// golden). Other text is kept as it is.
+func canonicalArguments(args string) string {
+	d := json.NewDecoder(strings.NewReader(args))
+	var v any
+	if d.Decode(&v) != nil {
+		return args
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return args // more than one document
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return args
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // normalize returns attrs without volatile keys, with values passed through
@@ -312,6 +340,11 @@ func ParseCanonical(b []byte) ([]Step, error) {
 		var s Step
 		if err := json.Unmarshal([]byte(text), &s); err != nil {
 			return nil, fmt.Errorf("trace: canonical line %d: %w", line, err)
+		}
+		if args, ok := s.Attrs[AttrToolArguments].(string); ok {
+			// A golden saved before arguments were canonical compares
+			// as one saved since.
+			s.Attrs[AttrToolArguments] = canonicalArguments(args)
 		}
 		steps = append(steps, s)
 	}

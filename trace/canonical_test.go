@@ -279,3 +279,48 @@ func TestCanonicalRenumbersPayloadToolCallIDs(t *testing.T) {
 		t.Fatalf("ids renumbered although not volatile: %s", d)
 	}
 }
+
+// A tool call's arguments compare as JSON: the same call written with
+// other spacing, member order or number spelling is the same step; another
+// amount, or arguments that are not one JSON document, differ (an
+// adversarial review found a run unequal to its golden for spacing only).
+func TestCanonicalToolArgumentsAsJSON(t *testing.T) {
+	step := func(args string) string {
+		t.Helper()
+		b, err := Canonical([]Span{{SpanID: "s", Kind: KindTool, Name: "execute_tool issue_refund",
+			Attrs: map[string]any{AttrToolName: "issue_refund", AttrToolArguments: args}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	base := step(`{"order_id":"A-1002","amount_usd":50}`)
+	for _, same := range []string{`{"amount_usd": 50, "order_id": "A-1002"}`, "{\n  \"order_id\": \"A-1002\",\n  \"amount_usd\": 50.0\n}"} {
+		if step(same) != base {
+			t.Errorf("%s is another step than %s:\n%s\n%s", same, `{"order_id":"A-1002","amount_usd":50}`, step(same), base)
+		}
+	}
+	for _, other := range []string{`{"order_id":"A-1002","amount_usd":500}`, `{"order_id":"A-1002","amount_usd":50}]`, `not json`} {
+		if step(other) == base {
+			t.Errorf("%s is the same step as the golden's", other)
+		}
+	}
+	if !strings.Contains(base, `{\"amount_usd\":50,\"order_id\":\"A-1002\"}`) {
+		t.Errorf("canonical arguments: %s", base)
+	}
+}
+
+// A golden saved before tool arguments were canonical (their raw text in
+// its line) still equals a run that makes the same call.
+func TestOlderGoldenArgumentsCompareAsJSON(t *testing.T) {
+	old := `{"path":"0","kind":"tool","name":"execute_tool issue_refund","attrs":{"gen_ai.tool.call.arguments":"{\"order_id\": \"A-1002\", \"amount_usd\": 50}","gen_ai.tool.name":"issue_refund"}}` + "\n"
+	now, err := Canonical([]Span{{SpanID: "s", Kind: KindTool, Name: "execute_tool issue_refund",
+		Attrs: map[string]any{AttrToolName: "issue_refund", AttrToolArguments: `{"amount_usd":50,"order_id":"A-1002"}`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := DiffCanonical([]byte(old), now)
+	if err != nil || !d.Equal() {
+		t.Errorf("older golden against the same call: %v, %v:\n%s", err, d.String(), now)
+	}
+}
