@@ -523,3 +523,20 @@ func TestNotRunScenarioLeftOutOfOverall(t *testing.T) {
 			res.Overall.Cand.Passes, res.Overall.Cand.Runs, res.Regressed(), res.Overall.Why)
 	}
 }
+
+// A baseline whose runs cost nothing (unpriced deployments, the simulator)
+// has no cost ratio to hold a candidate to: its cost is not checked and
+// fails nothing, while latency still is (adversarial review: $0 against
+// $1e-9 failed the gate "×+Inf").
+func TestZeroCostBaselineIsNotACostRegression(t *testing.T) {
+	base := []Group{{Name: "a", Runs: 60, Passes: 54, Samples: samples(60, 54, 0, 1000)}}
+	cand := []Group{{Name: "a", Runs: 60, Passes: 54, Samples: samples(60, 54, 1e-9, 1000)}}
+	res, err := Compare(base, cand, Config{BootstrapIters: 300, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rowByName(t, res, "a")
+	if res.Regressed() || a.Cost.Checked || a.Cost.Regressed || a.Cost.Base != 0 || a.Cost.Cand <= 0 || !a.Latency.Checked {
+		t.Errorf("zero-cost baseline: regressed %v, cost %+v, latency %+v", res.Regressed(), a.Cost, a.Latency)
+	}
+}

@@ -179,7 +179,15 @@ func (r *Row) checkRatios(b, c Group, cfg Config, key string, alpha float64) {
 	}
 	r.ratioAlpha = alpha
 	conf := 1 - 2*alpha
-	r.Cost = ratioCheck(b.Samples, c.Samples, costPerSuccess, cfg, conf, cfg.CostTolerance, stream(cfg.Seed, "cost", key))
+	if base := costPerSuccess(b.Samples); base == 0 {
+		// Nothing cost anything in the baseline (unpriced deployments,
+		// the simulator): no ratio says how much worse a candidate's
+		// cost is, and any cost at all would be "×+Inf" (adversarial
+		// review: $0 against $1e-9 failed the gate). Not checked.
+		r.Cost = RatioCheck{Base: 0, Cand: costPerSuccess(c.Samples), Low: math.NaN(), High: math.NaN()}
+	} else {
+		r.Cost = ratioCheck(b.Samples, c.Samples, costPerSuccess, cfg, conf, cfg.CostTolerance, stream(cfg.Seed, "cost", key))
+	}
 	r.Latency = ratioCheck(b.Samples, c.Samples, p95Latency(), cfg, conf, cfg.LatencyTolerance, stream(cfg.Seed, "latency", key))
 	if r.Cost.Regressed {
 		r.Flags = append(r.Flags, FlagCostPerSuccess)
