@@ -105,6 +105,8 @@ func TestParseErrors(t *testing.T) {
 			"line 4: models[0].deployments[0].timeouts.connect: unknown key; want one of first_byte, first_token, idle"},
 		{"negative deployment timeout", "models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, base_url: 'sim://', timeouts: {idle: -1s}}\n",
 			`line 4: models[0].deployments[0].timeouts.idle: "-1s" is negative; want a duration of 0 or more`},
+		{"tenant name with a tilde", "tenants:\n  - {name: a~b, key: k}\n", `line 2: tenants[0].name: "a~b": want 1-64 characters of letters, digits and . _ : -`},
+		{"tenant name with a slash", "tenants:\n  - {name: a/b, key: k}\n", `line 2: tenants[0].name: "a/b": want 1-64 characters of letters, digits and . _ : -`},
 		{"one name, two timeouts", "models:\n  - alias: a\n    deployments:\n      - {name: d, provider: openai, model: m, base_url: 'sim://', timeouts: {first_byte: 5m}}\n  - alias: b\n    deployments:\n      - {name: d, provider: openai, model: m, base_url: 'sim://'}\n",
 			`line 7: models[1].deployments[0].name: "d" names two different deployments`},
 		{"unknown retry key", "retry:\n  max_atempts: 3\n",

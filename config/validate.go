@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/belay-run/belay/retry"
@@ -196,6 +197,9 @@ func (l Limits) validate(f string) error {
 	return nil
 }
 
+// tenantNamePattern is what a tenant's name may hold.
+var tenantNamePattern = regexp.MustCompile(`^[A-Za-z0-9._:\-]{1,64}$`)
+
 func (c *Config) validateTenants() error {
 	names := map[string]bool{}
 	keys := map[string]string{}
@@ -203,6 +207,11 @@ func (c *Config) validateTenants() error {
 		f := fmt.Sprintf("tenants[%d]", i)
 		if t.Name == "" {
 			return bad(f+".name", "is required")
+		}
+		if !tenantNamePattern.MatchString(t.Name) {
+			// The name is part of its runs' ids (TENANT~ID), its ledger
+			// scopes and admin URLs.
+			return bad(f+".name", "%q: want 1-64 characters of letters, digits and . _ : -", t.Name)
 		}
 		if names[t.Name] {
 			return bad(f+".name", "%q is defined twice", t.Name)

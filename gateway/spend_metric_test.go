@@ -39,7 +39,7 @@ func TestSpendMetricConcurrent(t *testing.T) {
 	g := newGW(t, `
 listen: 127.0.0.1:0
 store: memory://
-tenants: [{name: acme, key: vk-a}, {name: "b\"ob\\x", key: vk-b}]
+tenants: [{name: acme, key: vk-a}, {name: "b.ob:x", key: vk-b}]
 models:
   - alias: m
     deployments:
@@ -75,8 +75,8 @@ models:
 		t.Errorf("no TYPE counter line")
 	}
 	s := spendOf(t, text)
-	if s["acme"] != 0.015 {
-		t.Errorf("acme spend %v; want 0.015", s["acme"])
+	if s["acme"] != 0.015 || s["b.ob:x"] != 0.015 {
+		t.Errorf("spend acme %v, b.ob:x %v; want 0.015 each", s["acme"], s["b.ob:x"])
 	}
 }
 
