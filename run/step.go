@@ -561,6 +561,24 @@ func LedgerScopes(runID string) []budget.Scope {
 	return []budget.Scope{budget.RunScope(runID), TurnScope(runID), TokenScope(runID), OutputTokenScope(runID)}
 }
 
+// Prune deletes from p the runs that ended before before, with their
+// spans and LedgerScopes, batch runs per transaction (at least 1), until
+// none is left; it returns how many it deleted, also when a batch failed
+// (the error then says how many went before it).
+func Prune(ctx context.Context, p store.RunPruner, before time.Time, batch int) (int, error) {
+	total := 0
+	for {
+		n, err := p.PruneRuns(ctx, before, batch, LedgerScopes)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("run: pruned %d runs, then: %w", total, err)
+		}
+		if n < batch {
+			return total, nil
+		}
+	}
+}
+
 // tokensFirst reports whether the step's Settle settles its tokens before
 // it returns (see Settle): a step of a run with a token limit whose tokens
 // are in the ledger. Under r.mu.

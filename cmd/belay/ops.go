@@ -207,16 +207,9 @@ traces (which keep their own copy) are kept. A gateway may serve from the store 
 				if !ok {
 					return exit(1, errors.New("this store cannot prune runs"))
 				}
-				total := 0
-				for {
-					n, err := p.PruneRuns(ctx, before, batch, belayrun.LedgerScopes)
-					total += n
-					if err != nil {
-						return fmt.Errorf("pruned %d runs, then: %w", total, err)
-					}
-					if n < batch {
-						break
-					}
+				total, err := belayrun.Prune(ctx, p, before, batch)
+				if err != nil {
+					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "pruned %d runs that ended before %s\n", total, before.Local().Format(time.DateTime))
 				return nil
