@@ -176,6 +176,11 @@ type Error struct {
 	// error.param: "messages", "tools[0].function.name"), as sent; "" when
 	// it names none.
 	Param string
+	// ProviderError is the provider's error object as received (the
+	// "error" member of an OpenAI or Anthropic error body, with members
+	// belay does not read, such as Anthropic's details.error_code), for a
+	// gateway to relay; "" when the body had none in those shapes.
+	ProviderError string
 	// Message is the provider's (or belay's) human-readable message.
 	Message string
 	// RetryAfter is the delay the server asked for before a retry, before any

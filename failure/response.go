@@ -131,13 +131,14 @@ func wireFailure(d Dialect, status int, w *wireError) *Error {
 	}
 	r := decide(effective, w)
 	e := &Error{
-		Kind:         r.Kind(),
-		Reason:       r,
-		ProviderType: w.Type,
-		ProviderCode: w.Code,
-		Message:      w.Message,
-		Param:        w.Param,
-		RequestID:    w.RequestID,
+		Kind:          r.Kind(),
+		Reason:        r,
+		ProviderType:  w.Type,
+		ProviderCode:  w.Code,
+		Message:       w.Message,
+		Param:         w.Param,
+		ProviderError: w.Object,
+		RequestID:     w.RequestID,
 	}
 	if w.Status != "" && (d == DialectGemini || e.ProviderType == "") {
 		e.ProviderType = w.Status

@@ -153,7 +153,8 @@ func TestClassifyResponseFields(t *testing.T) {
 	e := ClassifyResponseAt(testNow, DialectOpenAI, 429, hdr("x-request-id", "req_q1"),
 		[]byte(`{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`))
 	want := Error{Kind: Degraded, Reason: QuotaExhausted, Status: 429, ProviderType: "insufficient_quota",
-		ProviderCode: "insufficient_quota", Message: "You exceeded your current quota.", RequestID: "req_q1"}
+		ProviderCode: "insufficient_quota", Message: "You exceeded your current quota.", RequestID: "req_q1",
+		ProviderError: `{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}`}
 	if *e != want {
 		t.Errorf("got %+v\nwant %+v", *e, want)
 	}

@@ -33,6 +33,7 @@ type wireError struct {
 	Message   string
 	InnerCode string // Azure OpenAI error.innererror.code
 	Param     string // OpenAI error.param
+	Object    string // the error member's object as received, when it is one (OpenAI's and Anthropic's shapes)
 	RequestID string // body request_id (Anthropic)
 
 	InfoReasons []string // Gemini google.rpc.ErrorInfo reasons ("API_KEY_INVALID")
@@ -73,6 +74,7 @@ func parseWireError(body []byte) wireError {
 		var inner map[string]json.RawMessage
 		if json.Unmarshal(raw, &inner) == nil {
 			w.readObject(inner)
+			w.Object = string(raw)
 		}
 		return w
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -70,5 +71,72 @@ models:
 		resp.Header.Get("Request-Id") != "req_01X" {
 		t.Errorf("anthropic: %d, request-id %q: %s; want 400 invalid_request_error with request_id req_01X in the body and the header",
 			resp.StatusCode, resp.Header.Get("Request-Id"), b)
+	}
+}
+
+// A provider's 4xx refusal of the request reaches the client as the
+// provider sent it: its status (409 stays a 409 after belay's retries, 422
+// a 422), its error object whole (Anthropic's details.error_code, which
+// the SDK's thread recovery reads; OpenAI's code), with x-should-retry:
+// false. A refusal of the gateway's credentials (401) is still belay's
+// own wording (adversarial review with the official SDKs: 409 came back
+// as 500, 422 as 400, code null, details dropped).
+func TestProviderRefusalRelayedAsSent(t *testing.T) {
+	type reply struct {
+		status int
+		body   string
+	}
+	var replies = map[string]reply{
+		"thread":        {404, `{"type":"error","error":{"type":"not_found_error","message":"thread not found","details":{"error_code":"thread_not_found"}},"request_id":"req_thr"}`},
+		"conflict":      {409, `{"type":"error","error":{"type":"invalid_request_error","message":"thread already continued","details":{"error_code":"thread_already_continued"}}}`},
+		"unprocessable": {422, `{"error":{"message":"bad value","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`},
+		"key":           {401, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`},
+	}
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		for marker, rp := range replies {
+			if strings.Contains(string(b), marker) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Request-Id", "req_thr")
+				w.WriteHeader(rp.status)
+				_, _ = io.WriteString(w, rp.body)
+				return
+			}
+		}
+		t.Errorf("unexpected request %s", b)
+	})
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 3, base: 1ms, cap: 2ms}
+models:
+  - alias: oa
+    deployments: [{name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}]
+  - alias: an
+    deployments: [{name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}]
+`, up.URL+"/v1", up.URL), nil)
+	for _, c := range []struct {
+		path, model, marker string
+		status              int
+		attempts            string
+	}{
+		{"/v1/messages", "an", "thread", 404, "1"},
+		{"/v1/messages", "an", "conflict", 409, "3"},
+		{"/v1/chat/completions", "oa", "unprocessable", 422, "1"},
+	} {
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":10,"messages":[{"role":"user","content":%q}]}`, c.model, c.marker)
+		resp, b := g.do("POST", c.path, body)
+		want := replies[c.marker].body
+		if c.path == "/v1/messages" && !strings.Contains(want, "request_id") {
+			want = strings.TrimSuffix(want, "}") + `,"request_id":"req_thr"}`
+		}
+		if resp.StatusCode != c.status || b != want || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("X-Belay-Attempts") != c.attempts {
+			t.Errorf("%s: %d, attempts %q, x-should-retry %q:\n%s\nwant %d after %s attempts:\n%s", c.marker, resp.StatusCode,
+				resp.Header.Get("X-Belay-Attempts"), resp.Header.Get("X-Should-Retry"), b, c.status, c.attempts, want)
+		}
+	}
+	resp, b := g.do("POST", "/v1/chat/completions", `{"model":"oa","messages":[{"role":"user","content":"key"}]}`)
+	if resp.StatusCode != 502 && resp.StatusCode != 401 || !strings.Contains(b, "your key to belay was accepted") {
+		t.Errorf("upstream 401: %d %s; want belay's wording about the gateway's credentials", resp.StatusCode, b)
 	}
 }

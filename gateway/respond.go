@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -82,7 +84,51 @@ func (c *call) refuseUpstream(fe *failure.Error, refused bool) (int, error) {
 		}
 		c.w.Header().Set(name, fe.RequestID)
 	}
+	if relayable(fe) {
+		return c.relayProviderError(fe)
+	}
 	return c.refuse(fe)
+}
+
+// relayable reports whether the upstream failure fe is answered as the
+// provider gave it (see relayProviderError): a 4xx refusal of the request
+// itself, whose error object the provider sent in its dialect's shape.
+// Not a rate limit (429) or a refusal of the gateway's credentials (401,
+// 403), which belay words for the client, nor a 5xx or a failure without
+// a response, which are belay's giving up.
+func relayable(fe *failure.Error) bool {
+	return fe.Deployment != "" && fe.ProviderError != "" && fe.Status >= 400 && fe.Status < 500 &&
+		fe.Status != http.StatusTooManyRequests && !rejectsCredentials(fe.Reason)
+}
+
+// relayProviderError answers with the provider's status and error object
+// as received, in its dialect's body (OpenAI {"error": …}; Anthropic
+// {"type":"error","error": …,"request_id"}), and x-should-retry: false: a
+// client's SDK then sees what the provider said, its status class (409
+// ConflictError, 422 UnprocessableEntityError), code and members belay
+// does not read (Anthropic's details.error_code, which the SDK's thread
+// recovery reads). An adversarial review with the official SDKs found 409
+// answered as 500, 422 as 400, OpenAI's code nulled and details dropped.
+// Fallback goes across deployments of the caller's dialect, so the object
+// is in the client's.
+func (c *call) relayProviderError(fe *failure.Error) (int, error) {
+	var body []byte
+	if c.f.dialect() == failure.DialectAnthropic {
+		body = fmt.Appendf(nil, `{"type":"error","error":%s`, fe.ProviderError)
+		if fe.RequestID != "" {
+			id, _ := json.Marshal(fe.RequestID)
+			body = fmt.Appendf(body, `,"request_id":%s`, id)
+		}
+		body = append(body, '}')
+	} else {
+		body = fmt.Appendf(nil, `{"error":%s}`, fe.ProviderError)
+	}
+	h := c.w.Header()
+	h.Set(HeaderShouldRetry, "false")
+	h.Set("Content-Type", "application/json")
+	c.w.WriteHeader(fe.Status)
+	_, _ = c.w.Write(body)
+	return fe.Status, fe
 }
 
 // refuseAllOpen answers a call whose every deployment's breaker refuses
