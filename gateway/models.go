@@ -158,6 +158,7 @@ func (s *Server) identified(w http.ResponseWriter, r *http.Request, f front) boo
 // refuseModels writes fe in f's dialect with x-should-retry: false.
 func refuseModels(w http.ResponseWriter, f front, fe *failure.Error) {
 	w.Header().Set(HeaderShouldRetry, "false")
+	setRequestID(w.Header(), f.dialect())
 	f.writeFailure(w, fe)
 }
 

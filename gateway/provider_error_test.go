@@ -140,3 +140,21 @@ models:
 		t.Errorf("upstream 401: %d %s; want belay's wording about the gateway's credentials", resp.StatusCode, b)
 	}
 }
+
+// belay's own refusals carry a request id, as a provider's answers do:
+// x-request-id for OpenAI clients, request-id and the body's request_id
+// for Anthropic's; each its own.
+func TestRefusalsCarryARequestID(t *testing.T) {
+	g := newGW(t, "listen: 127.0.0.1:0\nstore: memory://\n", nil)
+	r1, _ := g.do("POST", "/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`)
+	r2, _ := g.do("POST", "/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`)
+	id1, id2 := r1.Header.Get("X-Request-Id"), r2.Header.Get("X-Request-Id")
+	if r1.StatusCode != 404 || !strings.HasPrefix(id1, "req_belay_") || id1 == id2 {
+		t.Errorf("openai refusals: %d, ids %q and %q; want 404 and two ids of belay's", r1.StatusCode, id1, id2)
+	}
+	resp, b := g.do("POST", "/v1/messages", `{"model":"nope","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	id := resp.Header.Get("Request-Id")
+	if resp.StatusCode != 404 || !strings.HasPrefix(id, "req_belay_") || !strings.Contains(b, `"request_id":"`+id+`"`) {
+		t.Errorf("anthropic refusal: %d, request-id %q: %s", resp.StatusCode, id, b)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/internal/ids"
 	"github.com/belay-run/belay/route"
 )
 
@@ -26,8 +27,27 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 		return c.shuttingDown(fe)
 	}
 	c.w.Header().Set(HeaderShouldRetry, "false")
+	c.setRequestID()
 	c.f.writeFailure(c.w, fe)
 	return statusOf(c.f, fe), fe
+}
+
+// setRequestID gives an answer that carries no provider's request id one
+// of belay's ("req_belay_" and a UUIDv7), under its dialect's header name
+// (X-Request-Id; Anthropic's Request-Id, which its error body repeats):
+// the SDKs expose it (err.requestID) as they do a provider's, and belay's
+// log lines of a refused call can be found by it (an adversarial review
+// found belay's own refusals without one).
+func (c *call) setRequestID() { setRequestID(c.w.Header(), c.f.dialect()) }
+
+func setRequestID(h http.Header, d failure.Dialect) {
+	name := "X-Request-Id"
+	if d == failure.DialectAnthropic {
+		name = "Request-Id"
+	}
+	if h.Get(name) == "" {
+		h.Set(name, "req_belay_"+ids.New())
+	}
 }
 
 // refuseUpstream writes the failure belay gave up on after routing. It
