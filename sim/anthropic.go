@@ -23,10 +23,29 @@ func (anthropicWire) parse(body []byte) (*exchange, error) {
 		return nil, err
 	}
 	max, _ := anthropic.MaxOutputTokens(req)
-	return &exchange{
+	ex := &exchange{
 		model: req.Model, stream: req.Stream, includeUsage: true, maxOut: max,
 		promptTokens: anthropic.EstimatePromptTokens(req), conv: fromAnthropic(req),
-	}, nil
+	}
+	// Structured outputs: output_config.format, or the beta's
+	// output_format.
+	type format struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	var oc *struct {
+		Format *format `json:"format"`
+	}
+	var of *format
+	_ = dialect.DecodeMember(body, "output_config", &oc)
+	_ = dialect.DecodeMember(body, "output_format", &of)
+	if oc != nil && oc.Format != nil {
+		of = oc.Format
+	}
+	if of != nil && of.Type == "json_schema" {
+		ex.jsonOut, ex.schema = true, of.Schema
+	}
+	return ex, nil
 }
 
 func (anthropicWire) idHeader() string { return "Request-Id" }

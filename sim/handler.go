@@ -24,6 +24,11 @@ type exchange struct {
 	choices      int64 // OpenAI n; 0 or 1: one
 	promptTokens int64
 	conv         *Conversation
+	// jsonOut: the request asks for structured output (a JSON object,
+	// valid under schema when one is given): a text reply that is not
+	// JSON is replaced by instanceOf(schema).
+	jsonOut bool
+	schema  json.RawMessage
 
 	requestID, messageID string
 	created              int64
@@ -185,6 +190,9 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, wr wire) {
 	minRA := 100 * time.Millisecond
 	ex.retryAfter = minRA + time.Duration(rng.Int64N(int64(max(prof.maxRetryAfter()-minRA, 0))+1))
 	rep, scripted := s.choose(ex.conv, runID, rng, !hasForced)
+	if ex.jsonOut && len(rep.calls) == 0 && !json.Valid([]byte(rep.text)) {
+		rep.text = string(instanceOf(ex.schema))
+	}
 	ids := wr.ids(ex, rng, len(rep.calls))
 	for i := range rep.calls {
 		rep.calls[i].id = ids[i]

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 
+	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/dialect/sse"
 	"github.com/belay-run/belay/retry"
@@ -20,10 +21,20 @@ func (openaiWire) parse(body []byte) (*exchange, error) {
 		return nil, err
 	}
 	max, _ := openai.MaxOutputTokens(req)
-	return &exchange{
+	ex := &exchange{
 		model: req.Model, stream: req.Stream, includeUsage: req.IncludeUsage(), maxOut: max, choices: req.Choices(),
 		promptTokens: openai.EstimatePromptTokens(req), conv: fromOpenAI(req),
-	}, nil
+	}
+	var rf *struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if dialect.DecodeMember(body, "response_format", &rf) == nil && rf != nil && (rf.Type == "json_schema" || rf.Type == "json_object") {
+		ex.jsonOut, ex.schema = true, rf.JSONSchema.Schema
+	}
+	return ex, nil
 }
 
 func (openaiWire) idHeader() string { return "X-Request-Id" }

@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// maxSchemaDepth bounds instanceOf's descent (a recursive $ref).
+const maxSchemaDepth = 16
+
+// instanceOf returns a minimal JSON value valid under the JSON Schema
+// schema, for a request that asks for structured output (OpenAI's
+// response_format json_schema, Anthropic's output_config.format): a real
+// provider's answer then always parses, and so must the simulator's (the
+// SDKs' parse helpers throw on text that is not the schema's JSON). It
+// reads type (the first that is not null), properties (each one, in
+// order), items and minItems, enum and const (the first value), anyOf,
+// oneOf and allOf (the first schema), $ref into the root's $defs or
+// definitions, minimum and minLength; anything else is given its type's
+// zero value. A schema it cannot read gives {}.
+func instanceOf(schema json.RawMessage) []byte {
+	var root map[string]any
+	if json.Unmarshal(schema, &root) != nil {
+		return []byte("{}")
+	}
+	b, err := json.Marshal(instance(root, root, 0))
+	if err != nil {
+		return []byte("{}")
+	}
+	return b
+}
+
+func instance(s, root map[string]any, depth int) any {
+	if depth > maxSchemaDepth {
+		return nil
+	}
+	if ref, ok := s["$ref"].(string); ok {
+		for _, prefix := range []string{"#/$defs/", "#/definitions/"} {
+			if name, ok := strings.CutPrefix(ref, prefix); ok {
+				defs, _ := root[strings.Trim(prefix, "#/")].(map[string]any)
+				if d, ok := defs[name].(map[string]any); ok {
+					return instance(d, root, depth+1)
+				}
+			}
+		}
+		return nil
+	}
+	if c, ok := s["const"]; ok {
+		return c
+	}
+	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	for _, key := range []string{"anyOf", "oneOf", "allOf"} {
+		if alts, ok := s[key].([]any); ok && len(alts) > 0 {
+			if first, ok := alts[0].(map[string]any); ok {
+				return instance(first, root, depth+1)
+			}
+		}
+	}
+	switch schemaType(s) {
+	case "object":
+		out := map[string]any{}
+		props, _ := s["properties"].(map[string]any)
+		for name, p := range props {
+			if ps, ok := p.(map[string]any); ok {
+				out[name] = instance(ps, root, depth+1)
+			}
+		}
+		return out
+	case "array":
+		n, _ := s["minItems"].(float64)
+		items, _ := s["items"].(map[string]any)
+		out := []any{}
+		for range int(min(n, 8)) {
+			out = append(out, instance(items, root, depth+1))
+		}
+		return out
+	case "string":
+		n, _ := s["minLength"].(float64)
+		return strings.Repeat("a", int(min(n, 64)))
+	case "integer", "number":
+		if m, ok := s["minimum"].(float64); ok {
+			return m
+		}
+		return 0
+	case "boolean":
+		return false
+	case "null":
+		return nil
+	}
+	return map[string]any{}
+}
+
+// schemaType is s's type: the first of a list that is not "null";
+// "object" when it has properties and no type.
+func schemaType(s map[string]any) string {
+	switch t := s["type"].(type) {
+	case string:
+		return t
+	case []any:
+		for _, v := range t {
+			if name, ok := v.(string); ok && name != "null" {
+				return name
+			}
+		}
+		return "null"
+	}
+	if _, ok := s["properties"]; ok {
+		return "object"
+	}
+	return ""
+}
