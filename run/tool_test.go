@@ -235,12 +235,6 @@ func TestIdempotencyKeyOfNumbersIsTheirValue(t *testing.T) {
 			t.Errorf("%s and %s share a key", d[0], d[1])
 		}
 	}
-	for n, want := range map[string]string{"40": "40", "40.50": "40.5", "-0.0": "0", "0.001": "0.001", "1e41": "1e41",
-		"123e-45": "123e-45", "1.5e3": "1500", "1e1000000000000": "1e1000000000000"} {
-		if got := canonicalNumber(n); got != want {
-			t.Errorf("canonicalNumber(%s) = %s, want %s", n, got, want)
-		}
-	}
 }
 
 // An explicit key deduplicates across the runs of one tenant, never across

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/belay-run/belay/internal/jsonnum"
 )
 
 // Step is one span in canonical form: what the run did, without when, how
@@ -223,13 +225,15 @@ func canonicalStep(s Span, volatile []string) (Step, error) {
 }
 
 // canonicalArguments returns a tool call's arguments, when they are one
-// JSON document, compact with object keys sorted and numbers as float64
-// writes them: the same call written with other spacing, member order or
-// number spelling ({"amount_usd": 50} and {"amount_usd":50.0}) is the
-// same step (an adversarial review found such runs unequal to their
-// golden). Other text is kept as it is.
+// JSON document, compact, with object keys sorted and each number written
+// one way for its value (jsonnum.Canonical, exact: 50 and 50.0 are one
+// value, two order ids past 2^53 stay two): the same call written with
+// other spacing, member order or number spelling is the same step (an
+// adversarial review found such runs unequal to their golden). Other
+// text is kept as it is.
 func canonicalArguments(args string) string {
 	d := json.NewDecoder(strings.NewReader(args))
+	d.UseNumber()
 	var v any
 	if d.Decode(&v) != nil {
 		return args
@@ -240,10 +244,28 @@ func canonicalArguments(args string) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if enc.Encode(v) != nil {
+	if enc.Encode(canonicalNumbers(v)) != nil {
 		return args
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// canonicalNumbers returns v (decoded with UseNumber) with each number in
+// jsonnum's canonical form.
+func canonicalNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return json.Number(jsonnum.Canonical(string(x)))
+	case map[string]any:
+		for k, e := range x {
+			x[k] = canonicalNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = canonicalNumbers(e)
+		}
+	}
+	return v
 }
 
 // normalize returns attrs without volatile keys, with values passed through

@@ -300,7 +300,8 @@ func TestCanonicalToolArgumentsAsJSON(t *testing.T) {
 			t.Errorf("%s is another step than %s:\n%s\n%s", same, `{"order_id":"A-1002","amount_usd":50}`, step(same), base)
 		}
 	}
-	for _, other := range []string{`{"order_id":"A-1002","amount_usd":500}`, `{"order_id":"A-1002","amount_usd":50}]`, `not json`} {
+	for _, other := range []string{`{"order_id":"A-1002","amount_usd":500}`, `{"order_id":"A-1002","amount_usd":50}]`, `not json`,
+		`{"order_id":"A-1002","amount_usd":50.000000000000001}`} {
 		if step(other) == base {
 			t.Errorf("%s is the same step as the golden's", other)
 		}
@@ -322,5 +323,13 @@ func TestOlderGoldenArgumentsCompareAsJSON(t *testing.T) {
 	d, err := DiffCanonical([]byte(old), now)
 	if err != nil || !d.Equal() {
 		t.Errorf("older golden against the same call: %v, %v:\n%s", err, d.String(), now)
+	}
+}
+
+// Two order ids past 2^53 are two calls, not one float64 (review finding).
+func TestCanonicalArgumentsKeepLargeIntegers(t *testing.T) {
+	a, b := canonicalArguments(`{"order_id":9007199254740993}`), canonicalArguments(`{"order_id":9007199254740992}`)
+	if a == b || a != `{"order_id":9007199254740993}` {
+		t.Errorf("canonical arguments %s and %s", a, b)
 	}
 }
