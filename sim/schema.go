@@ -2,22 +2,30 @@ package sim
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 )
 
-// maxSchemaDepth bounds instanceOf's descent (a recursive $ref).
-const maxSchemaDepth = 16
+// maxSchemaDepth bounds instanceOf's descent (a recursive $ref), and
+// maxSchemaSize the items of an array and the characters of a string it
+// makes.
+const (
+	maxSchemaDepth = 16
+	maxSchemaSize  = 4096
+)
 
 // instanceOf returns a minimal JSON value valid under the JSON Schema
 // schema, for a request that asks for structured output (OpenAI's
 // response_format json_schema, Anthropic's output_config.format): a real
 // provider's answer then always parses, and so must the simulator's (the
 // SDKs' parse helpers throw on text that is not the schema's JSON). It
-// reads type (the first that is not null), properties (each one, in
-// order), items and minItems, enum and const (the first value), anyOf,
-// oneOf and allOf (the first schema), $ref into the root's $defs or
-// definitions, minimum and minLength; anything else is given its type's
-// zero value. A schema it cannot read gives {}.
+// reads type (the first that is not null), properties (each one), items
+// and minItems, enum and const (the first value), anyOf, oneOf and allOf
+// (the first schema), $ref into the root's $defs or definitions, minimum
+// and exclusiveMinimum (rounded up for an integer) and minLength; anything
+// else is given its type's zero value. A schema it cannot read gives {};
+// one asking for more than maxSchemaSize items or characters gets
+// maxSchemaSize (an answer is not built without bound).
 func instanceOf(schema json.RawMessage) []byte {
 	var root map[string]any
 	if json.Unmarshal(schema, &root) != nil {
@@ -72,18 +80,25 @@ func instance(s, root map[string]any, depth int) any {
 		n, _ := s["minItems"].(float64)
 		items, _ := s["items"].(map[string]any)
 		out := []any{}
-		for range int(min(n, 8)) {
+		for range int(min(math.Ceil(n), maxSchemaSize)) {
 			out = append(out, instance(items, root, depth+1))
 		}
 		return out
 	case "string":
 		n, _ := s["minLength"].(float64)
-		return strings.Repeat("a", int(min(n, 64)))
+		return strings.Repeat("a", int(min(math.Ceil(n), maxSchemaSize)))
 	case "integer", "number":
+		v := 0.0
 		if m, ok := s["minimum"].(float64); ok {
-			return m
+			v = m
 		}
-		return 0
+		if m, ok := s["exclusiveMinimum"].(float64); ok && v <= m {
+			v = m + 1
+		}
+		if schemaType(s) == "integer" {
+			v = math.Ceil(v)
+		}
+		return v
 	case "boolean":
 		return false
 	case "null":

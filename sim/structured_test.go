@@ -85,3 +85,39 @@ func TestStructuredOutputIsTheSchemasJSON(t *testing.T) {
 		t.Errorf("no format: %s", b)
 	}
 }
+
+// The minimums of a schema hold in the instance: minItems and minLength
+// whatever their size (up to a bound), an integer's fractional minimum
+// rounded up, an exclusive minimum passed (review finding: 10 items gave
+// 8, a minimum of 1.5 gave 1.5 for an integer).
+func TestStructuredOutputMinimums(t *testing.T) {
+	_, ts := startSim(t, sim.Config{Seed: 1})
+	schema := `{"type":"object","properties":{"tags":{"type":"array","minItems":10,"items":{"type":"string","minLength":100}},
+"n":{"type":"integer","minimum":1.5},"x":{"type":"number","exclusiveMinimum":2}}}`
+	body := `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":` + schema + `}}}`
+	_, b, err := post(t, ts.URL+chatPath, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cc struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(b, &cc); err != nil || len(cc.Choices) != 1 {
+		t.Fatalf("%v: %s", err, b)
+	}
+	var got struct {
+		Tags []string    `json:"tags"`
+		N    json.Number `json:"n"`
+		X    float64     `json:"x"`
+	}
+	if err := json.Unmarshal([]byte(cc.Choices[0].Message.Content), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tags) != 10 || len(got.Tags[0]) != 100 || got.N != "2" || got.X <= 2 {
+		t.Errorf("instance %d tags of %d characters, n %s, x %v; want 10 of 100, 2, above 2", len(got.Tags), len(got.Tags[0]), got.N, got.X)
+	}
+}
