@@ -26,7 +26,10 @@ const CountTokensPath = anthropic.Path + "/count_tokens"
 // the first deployment of its model alias (Anthropic dialect) that no kill
 // flag disables, its model rewritten to the deployment's and with the
 // deployment's key, and the provider's answer (its status, body and
-// request-id) comes back as it is. Counting is free at Anthropic and is
+// request-id) comes back as it is, a refusal as a refused model call's
+// (refuseUpstream: a 4xx refusal of the request as sent; a refusal of the
+// gateway's key, a rate limit or a 5xx in belay's words, never as if the
+// client's key were bad). Counting is free at Anthropic and is
 // not a model call: it counts in no run (no turn, no money, no record or
 // span) and opens no breaker; a deployment whose breaker is open is still
 // asked. The virtual key, the body's size and its model are checked as on
@@ -130,7 +133,17 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(fe.Message, "upstream deployment ") {
 			fe.Message = fmt.Sprintf("upstream deployment %s: %s", d.Name, fe.Message)
 		}
+		c.setRequestID()
 		anthropic.WriteError(w, http.StatusBadGateway, "api_error", "counting tokens failed: "+fe.Message)
+		return
+	}
+	if fe := failure.ClassifyResponse(failure.DialectAnthropic, resp.StatusCode, resp.Header, answer); fe != nil {
+		// The provider refused: answered as a refused model call is (see
+		// refuseUpstream): a 4xx refusal of the request as sent, a refusal
+		// of the gateway's key, a rate limit (with its Retry-After) or a
+		// 5xx in belay's words, never as if the client's key were bad.
+		fe.Deployment = d.Name
+		c.refuseUpstream(fe, false)
 		return
 	}
 	h := w.Header()

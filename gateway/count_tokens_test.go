@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/store"
 )
 
@@ -93,5 +96,38 @@ func TestCountTokensThroughTheGateway(t *testing.T) {
 	_, err = c.Messages.CountTokens(ctx, params)
 	if !errors.As(err, &ae) || ae.StatusCode != 404 || ae.Type() != anthropic.ErrorTypeNotFoundError {
 		t.Errorf("unknown model: %v; want 404 not_found_error", err)
+	}
+}
+
+// A provider's refusal of a count is answered as a refused model call's:
+// its 400 as sent, its refusal of the gateway's key in belay's words (the
+// client's key was accepted), with a request id (review finding: the 401
+// came back as if the client's key were bad).
+func TestCountTokensRefusedUpstream(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(b), "badkey") {
+			w.WriteHeader(401)
+			_, _ = io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`)
+			return
+		}
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: at least one message is required"}}`)
+	})
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+models:
+  - alias: an
+    deployments: [{name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}]
+`, up.URL), nil)
+	resp, b := g.do("POST", gateway.CountTokensPath, `{"model":"an","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 400 || !strings.HasPrefix(b, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: at least one message is required"},"request_id":"req_belay_`) {
+		t.Errorf("upstream 400: %d %s", resp.StatusCode, b)
+	}
+	resp, b = g.do("POST", gateway.CountTokensPath, `{"model":"an","messages":[{"role":"user","content":"badkey"}]}`)
+	if !strings.Contains(b, "your key to belay was accepted") || !strings.Contains(b, "an-1") || resp.Header.Get("Request-Id") == "" {
+		t.Errorf("upstream 401: %d %s (request-id %q); want belay's words about the gateway's key", resp.StatusCode, b, resp.Header.Get("Request-Id"))
 	}
 }

@@ -143,6 +143,11 @@ func (c *call) relayProviderError(fe *failure.Error) (int, error) {
 	} else {
 		body = fmt.Appendf(nil, `{"error":%s}`, fe.ProviderError)
 	}
+	c.setRequestID() // when the provider sent none
+	if c.f.dialect() == failure.DialectAnthropic && fe.RequestID == "" {
+		id, _ := json.Marshal(c.w.Header().Get("Request-Id"))
+		body = fmt.Appendf(body[:len(body)-1], `,"request_id":%s}`, id)
+	}
 	h := c.w.Header()
 	h.Set(HeaderShouldRetry, "false")
 	h.Set("Content-Type", "application/json")
