@@ -91,6 +91,8 @@ type anthropicStream struct {
 func (s *anthropicStream) add(_ string, data []byte) { _ = s.acc.Add(data) }
 func (s *anthropicStream) strip(string, []byte) bool { return false }
 
+func (s *anthropicStream) rewrite(raw []byte) []byte { return raw }
+
 func (s *anthropicStream) answer() []byte { return s.acc.Answer() }
 
 func (s *anthropicStream) reported() bool {

@@ -100,6 +100,9 @@ type streamFollower interface {
 	// strip reports whether the event must not reach the client (the usage
 	// chunk belay asked for on the client's behalf).
 	strip(name string, data []byte) bool
+	// rewrite returns the event raw as the client is sent it: raw itself,
+	// or without what belay's own request added to it.
+	rewrite(raw []byte) []byte
 	// usage returns the usage to charge and whether it is estimated.
 	usage() (dialect.Usage, bool)
 	// reported reports whether the provider stated usage in the stream so

@@ -127,6 +127,26 @@ func (s *openAIStream) strip(_ string, data []byte) bool {
 	return len(c.Choices) == 0 && len(c.Usage) > 0 && string(c.Usage) != "null"
 }
 
+// nullUsage is the member every chunk carries when stream_options asks
+// for usage; belay asked it on the client's behalf.
+var nullUsage = []byte(`,"usage":null`)
+
+// rewrite drops the `"usage":null` member that every chunk carries once
+// include_usage is on, when belay asked for it and the client did not: a
+// provider would not have sent it to this client (a test with the official
+// SDKs found it on every chunk). Inside a JSON string the quotes would be
+// escaped, so the bytes can only be that member.
+func (s *openAIStream) rewrite(raw []byte) []byte {
+	if !s.addedUsage {
+		return raw
+	}
+	i := bytes.Index(raw, nullUsage)
+	if i < 0 {
+		return raw
+	}
+	return append(raw[:i:i], raw[i+len(nullUsage):]...)
+}
+
 func (s *openAIStream) answer() []byte { return s.acc.Answer() }
 
 func (s *openAIStream) reported() bool {

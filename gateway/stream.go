@@ -111,6 +111,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		if fol.strip(ev.Event, ev.Data) {
 			continue
 		}
+		ev.Raw = fol.rewrite(ev.Raw)
 		if o.Terminator {
 			// Charged and announced to the run before the client has
 			// the terminator: a next call it sends at once waits for

@@ -70,3 +70,29 @@ models:
 		})
 	}
 }
+
+// With include_usage off, belay asks the upstream for usage on the
+// client's behalf and the client gets the stream a provider would have
+// sent it: no usage chunk, and no "usage":null on the other chunks. A
+// client that asked keeps both.
+func TestAddedUsageLeavesNoTrace(t *testing.T) {
+	chunkWith := func(delta string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}],"usage":null}` + "\n\n"
+	}
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, chunkWith(`{"role":"assistant","content":""}`)+chunkWith(`{"content":"ok"}`)+
+			`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`+"\n\n"+
+			"data: [DONE]\n\n")
+	})
+	g := newGW(t, fmt.Sprintf("listen: 127.0.0.1:0\nstore: memory://\nmodels:\n  - alias: m\n    deployments: [{name: oa, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}]\n", up.URL+"/v1"), nil)
+	_, b := g.do("POST", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if strings.Contains(b, `"usage"`) || !strings.Contains(b, `"content":"ok"`) || !strings.HasSuffix(b, "data: [DONE]\n\n") {
+		t.Errorf("client without include_usage got:\n%s", b)
+	}
+	_, b = g.do("POST", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	if strings.Count(b, `"usage":null`) != 2 || !strings.Contains(b, `"usage":{"prompt_tokens":3`) {
+		t.Errorf("client with include_usage got:\n%s", b)
+	}
+}
