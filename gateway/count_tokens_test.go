@@ -45,6 +45,9 @@ func TestCountTokensThroughTheGateway(t *testing.T) {
 	if count.InputTokens <= 0 || count.InputTokens != msg.Usage.InputTokens {
 		t.Errorf("count_tokens = %d, a message of the same prompt used %d input tokens; want them equal and above 0", count.InputTokens, msg.Usage.InputTokens)
 	}
+	if !strings.HasPrefix(resp.Header.Get("Request-Id"), "req_011C") {
+		t.Errorf("count_tokens request-id %q; want the simulator's, relayed", resp.Header.Get("Request-Id"))
+	}
 	if resp.Header.Get("X-Belay-Run-Id") != "" {
 		t.Errorf("count_tokens answered with run id %q; it counts in no run", resp.Header.Get("X-Belay-Run-Id"))
 	}

@@ -254,5 +254,8 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		wr.writeInvalid(w, "messages", "messages: Field required")
 		return
 	}
+	// A request id, as on every Anthropic answer: drawn from the request,
+	// like the simulator's other draws.
+	w.Header().Set(wr.idHeader(), randID(s.requestRand(r.PathValue("deployment"), r.Header.Get("X-Belay-Run-Id"), body), "req_011C", 20))
 	writeJSON(w, http.StatusOK, map[string]int64{"input_tokens": anthropic.EstimatePromptTokens(&req)})
 }
