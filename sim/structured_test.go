@@ -42,25 +42,11 @@ func TestStructuredOutputIsTheSchemasJSON(t *testing.T) {
 	}
 	body := `{"model":"gpt-4o","messages":[{"role":"user","content":"Refund A-1"}],
 "response_format":{"type":"json_schema","json_schema":{"name":"refund","strict":true,"schema":` + orderSchema + `}}}`
-	_, b, err := post(t, ts.URL+chatPath, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cc struct {
-		Choices []struct {
-			Message struct {
-				Content string `json:"content"`
-			} `json:"message"`
-		} `json:"choices"`
-	}
-	if err := json.Unmarshal(b, &cc); err != nil || len(cc.Choices) != 1 {
-		t.Fatalf("openai: %v: %s", err, b)
-	}
-	check("openai", cc.Choices[0].Message.Content)
+	check("openai", chatContent(t, ts.URL, body))
 
 	body = `{"model":"claude-sonnet-5-5","max_tokens":256,"messages":[{"role":"user","content":"Refund A-1"}],
 "output_config":{"format":{"type":"json_schema","schema":` + orderSchema + `}}}`
-	_, b, err = post(t, ts.URL+messagesPath, body)
+	_, b, err := post(t, ts.URL+messagesPath, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +61,12 @@ func TestStructuredOutputIsTheSchemasJSON(t *testing.T) {
 	check("anthropic", m.Content[0].Text)
 
 	body = `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`
-	_, b, _ = post(t, ts.URL+chatPath, body)
-	if err := json.Unmarshal(b, &cc); err != nil || cc.Choices[0].Message.Content != "{}" {
-		t.Errorf("json_object: %s", b)
+	if got := chatContent(t, ts.URL, body); got != "{}" {
+		t.Errorf("json_object: %q, want {}", got)
 	}
 	// Without a format, text as before.
-	_, b, _ = post(t, ts.URL+chatPath, chatBody("hi", false))
-	if err := json.Unmarshal(b, &cc); err != nil || json.Valid([]byte(cc.Choices[0].Message.Content)) {
-		t.Errorf("no format: %s", b)
+	if got := chatContent(t, ts.URL, chatBody("hi", false)); json.Valid([]byte(got)) {
+		t.Errorf("no format: %q, want text", got)
 	}
 }
 
@@ -95,7 +79,25 @@ func TestStructuredOutputMinimums(t *testing.T) {
 	schema := `{"type":"object","properties":{"tags":{"type":"array","minItems":10,"items":{"type":"string","minLength":100}},
 "n":{"type":"integer","minimum":1.5},"x":{"type":"number","exclusiveMinimum":2}}}`
 	body := `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":` + schema + `}}}`
-	_, b, err := post(t, ts.URL+chatPath, body)
+	content := chatContent(t, ts.URL, body)
+	var got struct {
+		Tags []string    `json:"tags"`
+		N    json.Number `json:"n"`
+		X    float64     `json:"x"`
+	}
+	if err := json.Unmarshal([]byte(content), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tags) != 10 || len(got.Tags[0]) != 100 || got.N != "2" || got.X <= 2 {
+		t.Errorf("instance %d tags of %d characters, n %s, x %v; want 10 of 100, 2, above 2", len(got.Tags), len(got.Tags[0]), got.N, got.X)
+	}
+}
+
+// chatContent posts a chat completion request to the simulator at base and
+// returns its one choice's content.
+func chatContent(t *testing.T, base, body string) string {
+	t.Helper()
+	_, b, err := post(t, base+chatPath, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,15 +111,5 @@ func TestStructuredOutputMinimums(t *testing.T) {
 	if err := json.Unmarshal(b, &cc); err != nil || len(cc.Choices) != 1 {
 		t.Fatalf("%v: %s", err, b)
 	}
-	var got struct {
-		Tags []string    `json:"tags"`
-		N    json.Number `json:"n"`
-		X    float64     `json:"x"`
-	}
-	if err := json.Unmarshal([]byte(cc.Choices[0].Message.Content), &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Tags) != 10 || len(got.Tags[0]) != 100 || got.N != "2" || got.X <= 2 {
-		t.Errorf("instance %d tags of %d characters, n %s, x %v; want 10 of 100, 2, above 2", len(got.Tags), len(got.Tags[0]), got.N, got.X)
-	}
+	return cc.Choices[0].Message.Content
 }

@@ -201,22 +201,9 @@ func (c *Core) ExpireReservations(ctx context.Context, now time.Time) (int, erro
 	var n int
 	err := c.write(ctx, "expire reservations", func(tx Tx) error {
 		n = 0
-		rows, err := tx.Query(ctx, `SELECT id FROM budget_reservations WHERE expires_ns < $1 ORDER BY id`+c.skip,
+		ids, err := queryIDs(ctx, tx, `SELECT id FROM budget_reservations WHERE expires_ns < $1 ORDER BY id`+c.skip,
 			now.UnixNano())
 		if err != nil {
-			return err
-		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		slices.Sort(ids)

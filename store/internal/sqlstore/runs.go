@@ -288,22 +288,9 @@ func (c *Core) PruneRuns(ctx context.Context, before time.Time, max int, scopes 
 		cut := codec.NS(before)
 		// started_ns < cut: a run that ended before the cut started
 		// before it, and runs_by_started reads them oldest first.
-		rows, err := tx.Query(ctx, `SELECT id FROM runs WHERE started_ns < $1 AND status <> $2 AND ended_ns IS NOT NULL AND ended_ns < $1
+		ids, err := queryIDs(ctx, tx, `SELECT id FROM runs WHERE started_ns < $1 AND status <> $2 AND ended_ns IS NOT NULL AND ended_ns < $1
 			ORDER BY started_ns, id LIMIT $3`, cut, string(store.RunRunning), int64(max))
 		if err != nil {
-			return err
-		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, id := range ids {

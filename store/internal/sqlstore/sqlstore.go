@@ -141,3 +141,21 @@ var (
 	_ budget.BatchLedger = (*Core)(nil)
 	_ store.RunSaver     = (*Core)(nil)
 )
+
+// queryIDs runs query (one text column) in tx and returns its rows.
+func queryIDs(ctx context.Context, tx Tx, query string, args ...any) ([]string, error) {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
