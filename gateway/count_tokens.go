@@ -23,20 +23,23 @@ import (
 const CountTokensPath = anthropic.Path + "/count_tokens"
 
 // countTokens serves POST /v1/messages/count_tokens: the request goes to
-// the first deployment of its model alias (Anthropic dialect) that no kill
-// flag disables, its model rewritten to the deployment's and with the
-// deployment's key, and the provider's answer (its status, body and
-// request-id) comes back as it is, a refusal as a refused model call's
+// the deployments of its model alias (Anthropic dialect) that no kill flag
+// disables, in order (those whose breaker is open last), its model
+// rewritten to each one's and with each one's key, until one answers: a
+// deployment that cannot be reached, answers 5xx or 429, or refuses its
+// model or key passes the count to the next, as a model call falls back.
+// The answer (status, body, request-id) comes back as the provider gave
+// it, with x-belay-deployment; a refusal as a refused model call's
 // (refuseUpstream: a 4xx refusal of the request as sent; a refusal of the
 // gateway's key, a rate limit or a 5xx in belay's words, never as if the
-// client's key were bad). Counting is free at Anthropic and is
-// not a model call: it counts in no run (no turn, no money, no record or
-// span) and opens no breaker; a deployment whose breaker is open is still
-// asked. The virtual key, the body's size and its model are checked as on
-// /v1/messages (401, 413, 400, 404), each answered in Anthropic's shape
-// with x-should-retry: false; a deployment that cannot be reached is 502
-// api_error, retryable. The wait for the answer is bounded by
-// timeouts.first_byte.
+// client's key were bad); no answer from any deployment is 502 api_error,
+// retryable. Counting is free at Anthropic and is not a model call: it
+// counts in no run (no turn, no money, no record or span), makes no retry
+// on one deployment and moves no breaker. The virtual key, the body's
+// size and its model are checked as on /v1/messages (401, 413, 400, 404),
+// each answered in Anthropic's shape with x-should-retry: false; a kill of
+// everything or of the tenant refuses it (403). Each deployment's wait is
+// bounded by its timeouts.first_byte.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	c := &call{s: s, f: anthropicFront{}, r: r}
 	c.aw.ResponseWriter = w
@@ -83,20 +86,68 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		c.refuse(c.killedFailure(flags))
 		return
 	}
-	d := c.chain[0]
-	for _, cand := range c.chain {
-		if s.disabled == nil {
-			break
+	var last *failure.Error
+	for _, d := range s.countCandidates(c.chain) {
+		resp, answer, fe := s.countOn(r, c, d, body)
+		if fe != nil && fe.Kind != failure.Permanent && fe.Kind != failure.Fatal {
+			last = fe // unreachable, a 5xx, a rate limit: the next deployment may count
+			continue
 		}
-		if _, off := s.disabled(cand); !off {
-			d = cand
-			break
+		if fe != nil {
+			c.refuseUpstream(fe, false)
+			return
 		}
+		h := w.Header()
+		for _, k := range upstreamHeaders {
+			if v := resp.Header.Values(k); len(v) > 0 {
+				h[k] = v
+			}
+		}
+		h.Set(HeaderDeployment, d.Name)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(answer)
+		return
 	}
+	if last == nil { // every deployment disabled: allDisabled refused it above
+		c.refuse(c.killedFailure(nil))
+		return
+	}
+	if last.Status == 0 { // no answer at all
+		c.setRequestID()
+		anthropic.WriteError(w, http.StatusBadGateway, "api_error", "counting tokens failed: "+last.Message)
+		return
+	}
+	c.refuseUpstream(last, false)
+}
+
+// countCandidates returns the deployments of chain a count may go to, in
+// order: those no kill flag disables, the ones whose breaker lets calls
+// through first (a count does not move a breaker, but an open one says
+// the deployment is failing now).
+func (s *Server) countCandidates(chain []route.Deployment) []route.Deployment {
+	var open, rest []route.Deployment
+	for _, d := range chain {
+		if s.disabled != nil {
+			if _, off := s.disabled(d); off {
+				continue
+			}
+		}
+		if b := s.router.Breaker(d.Name); b != nil && b.Refusing() {
+			open = append(open, d)
+			continue
+		}
+		rest = append(rest, d)
+	}
+	return append(rest, open...)
+}
+
+// countOn sends the count to deployment d and returns its 2xx answer, or
+// the failure: the provider's refusal classified (Anthropic's dialect), or
+// one without an answer (Status 0), named after d.
+func (s *Server) countOn(r *http.Request, c *call, d route.Deployment, body []byte) (*http.Response, []byte, *failure.Error) {
 	out, err := dialect.RewriteModelValid(body, d.Model)
 	if err != nil {
-		c.refuse(invalid(err))
-		return
+		return nil, nil, invalid(err)
 	}
 	ctx := r.Context()
 	if t := s.timeoutsOf(d.Name).FirstByte.D(); t > 0 {
@@ -106,8 +157,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(d.BaseURL, "/")+CountTokensPath, bytes.NewReader(out))
 	if err != nil {
-		c.refuse(failure.Wrap(failure.InvalidRequest, err))
-		return
+		return nil, nil, failure.Wrap(failure.InvalidRequest, err)
 	}
 	for _, k := range forwardHeaders {
 		if v := r.Header.Values(k); len(v) > 0 {
@@ -129,31 +179,17 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		fe := publicFailure(failure.ClassifyError(err), d.Name)
-		fe.Deployment = d.Name
+		fe.Deployment, fe.Status = d.Name, 0
 		if !strings.HasPrefix(fe.Message, "upstream deployment ") {
 			fe.Message = fmt.Sprintf("upstream deployment %s: %s", d.Name, fe.Message)
 		}
-		c.setRequestID()
-		anthropic.WriteError(w, http.StatusBadGateway, "api_error", "counting tokens failed: "+fe.Message)
-		return
+		return nil, nil, fe
 	}
 	if fe := failure.ClassifyResponse(failure.DialectAnthropic, resp.StatusCode, resp.Header, answer); fe != nil {
-		// The provider refused: answered as a refused model call is (see
-		// refuseUpstream): a 4xx refusal of the request as sent, a refusal
-		// of the gateway's key, a rate limit (with its Retry-After) or a
-		// 5xx in belay's words, never as if the client's key were bad.
 		fe.Deployment = d.Name
-		c.refuseUpstream(fe, false)
-		return
+		return nil, nil, fe
 	}
-	h := w.Header()
-	for _, k := range upstreamHeaders {
-		if v := resp.Header.Values(k); len(v) > 0 {
-			h[k] = v
-		}
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(answer)
+	return resp, answer, nil
 }
 
 // allDisabled reports whether a kill flag disables model alias alias or

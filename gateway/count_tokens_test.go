@@ -134,3 +134,28 @@ models:
 		t.Errorf("upstream 401: %d %s (request-id %q); want belay's words about the gateway's key", resp.StatusCode, b, resp.Header.Get("Request-Id"))
 	}
 }
+
+// A count falls back as a model call does: a deployment that cannot be
+// reached passes it to the next, which x-belay-deployment names (a
+// newcomer found counts failing while messages were served by the
+// fallback).
+func TestCountTokensFallsBack(t *testing.T) {
+	ok := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"input_tokens":12}`)
+	})
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+models:
+  - alias: an
+    deployments:
+      - {name: gone, provider: anthropic, model: claude-sonnet-4-5, base_url: "http://127.0.0.1:1", api_key: k}
+      - {name: up, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}
+`, ok.URL), nil)
+	resp, b := g.do("POST", gateway.CountTokensPath, `{"model":"an","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 || b != `{"input_tokens":12}` || resp.Header.Get("X-Belay-Deployment") != "up" {
+		t.Errorf("count with the first deployment down: %d %s (deployment %q); want up's answer", resp.StatusCode, b, resp.Header.Get("X-Belay-Deployment"))
+	}
+}
