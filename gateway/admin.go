@@ -109,7 +109,7 @@ func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.Ha
 			}
 			msg := err.Error()
 			if status == http.StatusNotFound && ae == nil {
-				msg = notFound(r) // not the store's wording
+				msg = notFound(r, !s.tenants.open) // not the store's wording
 			}
 			writeJSON(w, status, map[string]string{"error": msg})
 		}
@@ -117,17 +117,21 @@ func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.Ha
 }
 
 // notFound names what an admin request asked for that the store does not
-// hold: `run "ID" not found`, `approval "ID" not found`.
-func notFound(r *http.Request) string {
+// hold: `run "ID" not found`, `approval "ID" not found`; with tenants
+// configured, a run id without RunKeySep also gets NoRunError's hint.
+func notFound(r *http.Request, tenants bool) string {
 	id := r.PathValue("id")
 	if id == "" {
 		return "not found"
 	}
-	noun := "run"
 	if strings.HasPrefix(r.URL.Path, "/admin/approvals/") {
-		noun = "approval"
+		return fmt.Sprintf("approval %q not found", id)
 	}
-	return fmt.Sprintf("%s %q not found", noun, id)
+	msg := fmt.Sprintf("run %q not found", id)
+	if tenants {
+		msg += (&NoRunError{ID: id}).Hint()
+	}
+	return msg
 }
 
 func (s *Server) adminRuns(w http.ResponseWriter, r *http.Request) error {

@@ -159,7 +159,13 @@ func runID(r *http.Request) (string, *failure.Error) {
 		return ids.New(), nil
 	}
 	if !runIDPattern.MatchString(id) {
-		return "", refusal(failure.InvalidRequest, HeaderRunID+": want 1-128 characters of letters, digits and . _ : -")
+		msg := HeaderRunID + ": want 1-128 characters of letters, digits and . _ : -"
+		if strings.Contains(id, RunKeySep) {
+			// An id as belay names it in its refusals and records
+			// (TENANT~ID), sent back (newcomer finding).
+			msg += "; " + RunKeySep + " separates a tenant from a run id in the ids belay stores: send the id without its TENANT" + RunKeySep + " prefix"
+		}
+		return "", refusal(failure.InvalidRequest, msg)
 	}
 	return id, nil
 }

@@ -53,8 +53,12 @@ func TestEachTenantHasItsOwnRunIDs(t *testing.T) {
 			t.Errorf("run %s = id %q, tenant %q, %v turns; want %q, %q, %v", c.key, m.Run.ID, m.Run.Tenant, m.Run.Turns, c.key, c.tenant, c.turns)
 		}
 	}
-	if resp, _ := g.do("GET", "/admin/runs/shared", "", "Authorization", "Bearer adm-key"); resp.StatusCode != 404 {
-		t.Errorf("GET /admin/runs/shared: %d, want 404 (no run is stored under the bare id when tenants are configured)", resp.StatusCode)
+	if resp, b := g.do("GET", "/admin/runs/shared", "", "Authorization", "Bearer adm-key"); resp.StatusCode != 404 || !strings.Contains(b, "TENANT~ID") {
+		t.Errorf("GET /admin/runs/shared: %d %s, want 404 with the hint (no run is stored under the bare id when tenants are configured)", resp.StatusCode, b)
+	}
+	// The stored form sent back as a run id is refused, saying why.
+	if resp, b := call("vk-acme", "X-Belay-Run-Id", "acme~shared"); resp.StatusCode != 400 || !strings.Contains(b, "without its TENANT~ prefix") {
+		t.Errorf("a stored id sent back: %d %s", resp.StatusCode, b)
 	}
 }
 

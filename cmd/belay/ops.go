@@ -196,7 +196,7 @@ traces (which keep their own copy) are kept. A gateway may serve from the store 
 				return badInput(fmt.Errorf("--older-than %q: %w", older, err))
 			}
 			if age < minPruneAge {
-				return badInput(fmt.Errorf("--older-than %s: want at least %s (a run's last writes may follow its end)", older, minPruneAge))
+				return badInput(fmt.Errorf("--older-than %s: want at least 1h (a run's last writes may follow its end)", older))
 			}
 			if batch < 1 {
 				return badInput(fmt.Errorf("--batch %d: must be ≥ 1", batch))
@@ -226,8 +226,11 @@ traces (which keep their own copy) are kept. A gateway may serve from the store 
 func parseAge(s string) (time.Duration, error) {
 	if d, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(d)
-		if err != nil || n < 0 || n > 100*365 {
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange) || n < 0:
 			return 0, errors.New("want a duration (720h) or a whole number of days (30d)")
+		case err != nil || n > 100*365:
+			return 0, errors.New("want at most 36500 days")
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}

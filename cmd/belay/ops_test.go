@@ -738,7 +738,9 @@ func TestRunsPrune(t *testing.T) {
 	st.Close()
 
 	for _, c := range []struct{ arg, says string }{
-		{"30m", "want at least 1h0m0s"},
+		{"30m", "want at least 1h ("},
+		{"106751d", "want at most 36500 days"},
+		{"99999999999999999999d", "want at most 36500 days"},
 		{"soon", "want a duration (720h) or a whole number of days (30d)"},
 		{"-2d", "want a duration (720h) or a whole number of days (30d)"},
 	} {

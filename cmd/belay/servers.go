@@ -25,8 +25,9 @@ func serveCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the OpenAI- and Anthropic-compatible gateway (point an agent's base URL at it)",
-		Long: `serve runs belay's gateway: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
-GET /v1/models, /healthz, /readyz, /metrics and /admin/... . Every model call is a turn of a run
+		Long: `serve runs belay's gateway: POST /v1/chat/completions (OpenAI), POST /v1/messages and
+POST /v1/messages/count_tokens (Anthropic), GET /v1/models and /v1/models/{id}, /healthz, /readyz,
+/metrics and /admin/... . Every model call is a turn of a run
 (X-Belay-Run-Id), admitted against the run's limits and budget, routed with retries, breakers and
 fallback, and recorded in the store.
 
