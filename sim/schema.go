@@ -22,8 +22,9 @@ const (
 // reads type (the first that is not null), properties (each one), items
 // and minItems, enum and const (the first value), anyOf, oneOf and allOf
 // (the first schema), $ref into the root's $defs or definitions, minimum
-// and exclusiveMinimum (rounded up for an integer) and minLength; anything
-// else is given its type's zero value. A schema it cannot read gives {};
+// and exclusiveMinimum (rounded up for an integer), multipleOf, minLength
+// and format (an example of each format JSON Schema names); anything else
+// is given its type's zero value: a pattern is not followed. A schema it cannot read gives {};
 // one asking for more than maxSchemaSize items or characters gets
 // maxSchemaSize (an answer is not built without bound).
 func instanceOf(schema json.RawMessage) []byte {
@@ -85,6 +86,11 @@ func instance(s, root map[string]any, depth int) any {
 		}
 		return out
 	case "string":
+		if f, ok := s["format"].(string); ok {
+			if v, ok := formatExamples[f]; ok {
+				return v
+			}
+		}
 		n, _ := s["minLength"].(float64)
 		return strings.Repeat("a", int(min(math.Ceil(n), maxSchemaSize)))
 	case "integer", "number":
@@ -98,6 +104,9 @@ func instance(s, root map[string]any, depth int) any {
 		if schemaType(s) == "integer" {
 			v = math.Ceil(v)
 		}
+		if m, ok := s["multipleOf"].(float64); ok && m > 0 {
+			v = math.Ceil(v/m) * m
+		}
 		return v
 	case "boolean":
 		return false
@@ -105,6 +114,14 @@ func instance(s, root map[string]any, depth int) any {
 		return nil
 	}
 	return map[string]any{}
+}
+
+// formatExamples are values of the string formats JSON Schema names (and
+// OpenAI's strict mode accepts).
+var formatExamples = map[string]string{
+	"date-time": "2026-01-01T00:00:00Z", "date": "2026-01-01", "time": "00:00:00Z", "duration": "P1D",
+	"email": "a@example.com", "hostname": "example.com", "ipv4": "192.0.2.1", "ipv6": "2001:db8::1",
+	"uuid": "00000000-0000-4000-8000-000000000000", "uri": "https://example.com/",
 }
 
 // schemaType is s's type: the first of a list that is not "null";

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/belay-run/belay/sim"
 )
@@ -77,16 +78,23 @@ func TestStructuredOutputIsTheSchemasJSON(t *testing.T) {
 func TestStructuredOutputMinimums(t *testing.T) {
 	_, ts := startSim(t, sim.Config{Seed: 1})
 	schema := `{"type":"object","properties":{"tags":{"type":"array","minItems":10,"items":{"type":"string","minLength":100}},
-"n":{"type":"integer","minimum":1.5},"x":{"type":"number","exclusiveMinimum":2}}}`
+"n":{"type":"integer","minimum":1.5},"x":{"type":"number","exclusiveMinimum":2},"m":{"type":"integer","minimum":1,"multipleOf":7},
+"when":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"}}}`
 	body := `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":` + schema + `}}}`
 	content := chatContent(t, ts.URL, body)
 	var got struct {
 		Tags []string    `json:"tags"`
 		N    json.Number `json:"n"`
 		X    float64     `json:"x"`
+		M    int         `json:"m"`
+		When string      `json:"when"`
+		ID   string      `json:"id"`
 	}
 	if err := json.Unmarshal([]byte(content), &got); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := time.Parse(time.RFC3339, got.When); err != nil || got.M != 7 || len(got.ID) != 36 {
+		t.Errorf("format and multipleOf: when %q, id %q, m %d", got.When, got.ID, got.M)
 	}
 	if len(got.Tags) != 10 || len(got.Tags[0]) != 100 || got.N != "2" || got.X <= 2 {
 		t.Errorf("instance %d tags of %d characters, n %s, x %v; want 10 of 100, 2, above 2", len(got.Tags), len(got.Tags[0]), got.N, got.X)
