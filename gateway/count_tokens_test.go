@@ -13,6 +13,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/sim"
 	"github.com/belay-run/belay/store"
 )
 
@@ -93,6 +94,22 @@ func TestCountTokensThroughTheGateway(t *testing.T) {
 	}
 	if _, err := c.Messages.CountTokens(ctx, params); err != nil {
 		t.Errorf("after the unkills: %v", err)
+	}
+
+	// A deployment that is down passes the count on (the simulator's down
+	// profile on an-1).
+	if err := h.stack.Runs.Unkill(ctx, store.KillDeployment, "an-2"); err != nil {
+		t.Fatal(err)
+	}
+	down, ok := sim.LookupProfile("down")
+	if !ok {
+		t.Fatal("no down profile")
+	}
+	h.sim.SetProfile("an-1", down)
+	var via *http.Response
+	if again, err := c.Messages.CountTokens(ctx, params, aoption.WithResponseInto(&via)); err != nil || again.InputTokens != count.InputTokens ||
+		via.Header.Get("X-Belay-Deployment") != "an-2" {
+		t.Errorf("with an-1 down: %+v, %v; want an-2's count", again, err)
 	}
 
 	params.Model = "no-such-model"

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"time"
 
 	"github.com/belay-run/belay/dialect"
 
@@ -228,7 +229,9 @@ func (a anthropicWire) stream(w http.ResponseWriter, r *http.Request, ex *exchan
 // (https://docs.claude.com/en/api/messages-count-tokens): a Messages
 // request without max_tokens, answered {"input_tokens": N} with the
 // simulator's own estimate of the prompt (the same as its usage reports).
-// Fault profiles do not apply: counting is not a model call.
+// The deployment's fault profile applies as to a model call (a deployment
+// that is down cannot count either), without its latency; counts are not
+// in /sim/stats.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	wr := anthropicWire{}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
@@ -254,8 +257,28 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		wr.writeInvalid(w, "messages", "messages: Field required")
 		return
 	}
-	// A request id, as on every Anthropic answer: drawn from the request,
-	// like the simulator's other draws.
-	w.Header().Set(wr.idHeader(), randID(s.requestRand(r.PathValue("deployment"), r.Header.Get("X-Belay-Run-Id"), body), "req_011C", 20))
+	// The deployment's fault profile applies as to a model call, without
+	// its latency: a deployment that is down cannot count either. A
+	// request id, as on every Anthropic answer; both drawn from the
+	// request, like the simulator's other draws.
+	dep := r.PathValue("deployment")
+	rng := s.requestRand(dep, r.Header.Get("X-Belay-Run-Id"), body)
+	prof := s.profileFor(dep)
+	fault := prof.Draw(rng)
+	ex := &exchange{model: req.Model, requestID: randID(rng, "req_011C", 20)}
+	ex.retryAfter = 100*time.Millisecond + time.Duration(rng.Int64N(int64(max(prof.maxRetryAfter()-100*time.Millisecond, 0))+1))
+	w.Header().Set(wr.idHeader(), ex.requestID)
+	switch fault {
+	case NoFault, StreamError, StreamCut, TruncatedToolArgs, SlowFirstToken: // faults of an answer's body: none here
+	case Hang:
+		<-r.Context().Done()
+		return
+	case Reset:
+		reset(w)
+		return
+	default:
+		wr.writeFault(w, fault, ex)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]int64{"input_tokens": anthropic.EstimatePromptTokens(&req)})
 }

@@ -121,3 +121,18 @@ func chatContent(t *testing.T, base, body string) string {
 	}
 	return cc.Choices[0].Message.Content
 }
+
+// A count is answered under the deployment's fault profile, as a model
+// call is: a deployment that is down cannot count.
+func TestCountTokensUnderAFaultProfile(t *testing.T) {
+	_, ts := startSim(t, sim.Config{Seed: 1})
+	body := `{"model":"claude-sonnet-5-5","messages":[{"role":"user","content":"hi"}]}`
+	resp, b, err := post(t, ts.URL+"/d/down/v1/messages/count_tokens", body)
+	if err != nil || resp.StatusCode != 503 || resp.Header.Get("Request-Id") == "" {
+		t.Errorf("count on a down deployment: %v %d %s", err, resp.StatusCode, b)
+	}
+	resp, b, err = post(t, ts.URL+"/v1/messages/count_tokens", body)
+	if err != nil || resp.StatusCode != 200 || !json.Valid(b) {
+		t.Errorf("count on a healthy deployment: %v %d %s", err, resp.StatusCode, b)
+	}
+}
