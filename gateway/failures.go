@@ -83,6 +83,9 @@ func publicFailure(fe *failure.Error, dep string) *failure.Error {
 // describe names what a Go error from an upstream exchange means, without
 // its text.
 func describe(err error) string {
+	if te, ok := errors.AsType[*timeoutError](err); ok {
+		return te.Error() // names the timeout that passed
+	}
 	for _, own := range ownErrors {
 		if errors.Is(err, own) {
 			return own.Error()

@@ -300,9 +300,9 @@ func TestDeadlineNamesTheAttemptsFailure(t *testing.T) {
 	y := strings.Replace(tokenLimitConfig(up.URL, "{max_turns: 5, deadline: 1m}"), "max_attempts: 3,", "max_attempts: 50, chain_max_attempts: 50,", 1)
 	g := newGW(t, y+"timeouts: {first_byte: 40ms}\n", nil)
 	resp, body := g.do("POST", "/v1/chat/completions", chat, "X-Belay-Deadline", "0.1")
-	want := "attempt N failed with timeout: upstream deployment d: no response headers within timeouts.first_byte)"
+	want := "attempt N failed with timeout: upstream deployment d: no response headers within timeouts.first_byte (40ms))"
 	if resp.StatusCode != 504 || !strings.Contains(body, `"code":"deadline_exceeded"`) ||
-		!strings.Contains(body, "failed with timeout: upstream deployment d: no response headers within timeouts.first_byte)") {
+		!strings.Contains(body, "failed with timeout: upstream deployment d: no response headers within timeouts.first_byte (40ms))") {
 		t.Errorf("%d %s; want 504 deadline_exceeded ending %s", resp.StatusCode, body, want)
 	}
 }

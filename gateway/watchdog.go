@@ -19,9 +19,28 @@ var (
 // fires, with the phase's cause. It is safe for concurrent use.
 type watchdog struct {
 	cancel context.CancelCauseFunc
-	cause  atomic.Pointer[error]
+	phase  atomic.Pointer[phase]
 	t      *time.Timer
 }
+
+// phase is what the watchdog is armed for: the cause and the timeout.
+type phase struct {
+	cause error
+	d     time.Duration
+}
+
+// timeoutError is the cause a watchdog cancels an attempt with: its
+// phase's cause (errFirstByte, errFirstToken, errIdle; errors.Is finds it)
+// and the timeout that passed, which the text names ("no response headers
+// within timeouts.first_byte (2s)": a deployment's own timeout and the
+// gateway's read alike otherwise; a newcomer finding).
+type timeoutError struct {
+	cause error
+	d     time.Duration
+}
+
+func (e *timeoutError) Error() string { return e.cause.Error() + " (" + e.d.String() + ")" }
+func (e *timeoutError) Unwrap() error { return e.cause }
 
 // newWatchdog returns a context derived from parent and its watchdog,
 // disarmed. Call stop when the attempt ends.
@@ -29,8 +48,8 @@ func newWatchdog(parent context.Context) (context.Context, *watchdog) {
 	ctx, cancel := context.WithCancelCause(parent)
 	w := &watchdog{cancel: cancel}
 	w.t = time.AfterFunc(time.Hour, func() {
-		if c := w.cause.Load(); c != nil {
-			cancel(*c)
+		if p := w.phase.Load(); p != nil {
+			cancel(&timeoutError{cause: p.cause, d: p.d})
 		}
 	})
 	w.t.Stop()
@@ -44,7 +63,7 @@ func (w *watchdog) arm(d time.Duration, cause error) {
 	if d <= 0 {
 		return
 	}
-	w.cause.Store(&cause)
+	w.phase.Store(&phase{cause: cause, d: d})
 	w.t.Reset(d)
 }
 
@@ -54,11 +73,11 @@ func (w *watchdog) stop() {
 	w.cancel(context.Canceled)
 }
 
-// timeoutCause returns the watchdog cause that ended ctx, or nil.
+// timeoutCause returns the watchdog cause that ended ctx (a
+// *timeoutError), or nil.
 func timeoutCause(ctx context.Context) error {
-	switch c := context.Cause(ctx); c {
-	case errFirstByte, errFirstToken, errIdle:
-		return c
+	if te, ok := errors.AsType[*timeoutError](context.Cause(ctx)); ok {
+		return te
 	}
 	return nil
 }
