@@ -89,8 +89,10 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	var last *failure.Error
 	for _, d := range s.countCandidates(c.chain) {
 		resp, answer, fe := s.countOn(r, c, d, body)
-		if fe != nil && fe.Kind != failure.Permanent && fe.Kind != failure.Fatal {
-			last = fe // unreachable, a 5xx, a rate limit: the next deployment may count
+		if fe != nil && (fe.Kind != failure.Permanent && fe.Kind != failure.Fatal || fe.Status == 0 && fe.Reason != failure.Canceled) {
+			// Unreachable, no whole answer, a 5xx, a rate limit, a refused
+			// key or model: the next deployment may count.
+			last = fe
 			continue
 		}
 		if fe != nil {
@@ -108,8 +110,9 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(answer)
 		return
 	}
-	if last == nil { // every deployment disabled: allDisabled refused it above
-		c.refuse(c.killedFailure(nil))
+	if last == nil { // every deployment disabled since allDisabled looked
+		flags, _ := s.allDisabled(model, c.chain)
+		c.refuse(c.killedFailure(flags))
 		return
 	}
 	if last.Status == 0 { // no answer at all
@@ -174,7 +177,8 @@ func (s *Server) countOn(r *http.Request, c *call, d route.Deployment, body []by
 		answer, err = io.ReadAll(io.LimitReader(resp.Body, s.upstreamLimit()+1))
 		resp.Body.Close()
 		if err == nil && int64(len(answer)) > s.upstreamLimit() {
-			err = fmt.Errorf("answer larger than max_upstream_body_bytes (%d bytes)", s.upstreamLimit())
+			fe := tooLarge(d.Name, 0, s.upstreamLimit()) // as a model call's: the next deployment may count
+			return nil, nil, fe
 		}
 	}
 	if err != nil {

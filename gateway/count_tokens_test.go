@@ -176,3 +176,43 @@ models:
 		t.Errorf("count with the first deployment down: %d %s (deployment %q); want up's answer", resp.StatusCode, b, resp.Header.Get("X-Belay-Deployment"))
 	}
 }
+
+// A count answer past max_upstream_body_bytes is no answer: the next
+// deployment counts, and with none left the client gets a retryable 502
+// (review finding: it was refused 500 with x-should-retry: false).
+func TestCountTokensOversizedAnswerFallsBack(t *testing.T) {
+	big := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"input_tokens":1,"pad":"`+strings.Repeat("x", 2048)+`"}`)
+	})
+	ok := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"input_tokens":12}`)
+	})
+	cfg := func(deps string) string {
+		return "listen: 127.0.0.1:0\nstore: memory://\nmax_upstream_body_bytes: 1024\nmodels:\n  - alias: an\n    deployments: [" + deps + "]\n"
+	}
+	bigDep := fmt.Sprintf(`{name: big, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}`, big.URL)
+	upDep := fmt.Sprintf(`{name: up, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}`, ok.URL)
+	body := `{"model":"an","messages":[{"role":"user","content":"hi"}]}`
+	resp, b := newGW(t, cfg(bigDep+", "+upDep), nil).do("POST", gateway.CountTokensPath, body)
+	if resp.StatusCode != 200 || b != `{"input_tokens":12}` || resp.Header.Get("X-Belay-Deployment") != "up" {
+		t.Errorf("big then up: %d %s (deployment %q); want up's count", resp.StatusCode, b, resp.Header.Get("X-Belay-Deployment"))
+	}
+	resp, b = newGW(t, cfg(bigDep), nil).do("POST", gateway.CountTokensPath, body)
+	if resp.StatusCode != 502 || resp.Header.Get("X-Should-Retry") == "false" || !strings.Contains(b, "max_upstream_body_bytes") {
+		t.Errorf("big alone: %d %s (x-should-retry %q); want a retryable 502 naming the cap", resp.StatusCode, b, resp.Header.Get("X-Should-Retry"))
+	}
+}
+
+// On an open gateway (no tenants) a run id holding ~ is refused without
+// the TENANT~ hint, which only a gateway with tenants stores.
+func TestRunIDHintOnlyWithTenants(t *testing.T) {
+	g := newGW(t, "listen: 127.0.0.1:0\nstore: memory://\n", nil)
+	resp, b := g.do("POST", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, "X-Belay-Run-Id", "a~b")
+	if resp.StatusCode != 400 || strings.Contains(b, "TENANT") {
+		t.Errorf("open gateway, id a~b: %d %s", resp.StatusCode, b)
+	}
+}

@@ -189,7 +189,7 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (c *call) serve() (int, error) {
 	s := c.s
 	// identify
-	clientID, fe := runID(c.r)
+	clientID, fe := runID(c.r, !s.tenants.open)
 	if fe != nil {
 		return c.refuse(fe)
 	}
@@ -498,8 +498,12 @@ func outcomeUnknown(r failure.Reason) bool {
 // killedFailure is the refusal of a call whose model's every deployment
 // a kill flag disables (flags: the flags, as unservable returns them).
 func (c *call) killedFailure(flags []string) *failure.Error {
+	named := ""
+	if len(flags) > 0 {
+		named = strings.Join(flags, "; ") + "; "
+	}
 	return refusal(failure.Killed, fmt.Sprintf(
-		"every deployment of model %q is disabled by a kill flag (%s; undo with belay unkill)", c.alias, strings.Join(flags, "; ")))
+		"every deployment of model %q is disabled by a kill flag (%sundo with belay unkill)", c.alias, named))
 }
 
 // settleAfterAnswerMax is the largest answer body (bytes) written before

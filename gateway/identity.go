@@ -152,15 +152,17 @@ func (t tenants) runKey(tenant, id string) string {
 }
 
 // runID returns the run id from X-Belay-Run-Id, or a new UUIDv7 when absent.
-// An id must be 1-128 characters of letters, digits and . _ : -.
-func runID(r *http.Request) (string, *failure.Error) {
+// An id must be 1-128 characters of letters, digits and . _ : -; with
+// tenants configured, the refusal of one holding RunKeySep says to drop
+// its TENANT~ prefix.
+func runID(r *http.Request, tenants bool) (string, *failure.Error) {
 	id := strings.TrimSpace(r.Header.Get(HeaderRunID))
 	if id == "" {
 		return ids.New(), nil
 	}
 	if !runIDPattern.MatchString(id) {
 		msg := HeaderRunID + ": want 1-128 characters of letters, digits and . _ : -"
-		if strings.Contains(id, RunKeySep) {
+		if tenants && strings.Contains(id, RunKeySep) {
 			// An id as belay names it in its refusals and records
 			// (TENANT~ID), sent back (newcomer finding).
 			msg += "; " + RunKeySep + " separates a tenant from a run id in the ids belay stores: send the id without its TENANT" + RunKeySep + " prefix"

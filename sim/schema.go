@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -101,11 +102,12 @@ func instance(s, root map[string]any, depth int) any {
 		if m, ok := s["exclusiveMinimum"].(float64); ok && v <= m {
 			v = m + 1
 		}
-		if schemaType(s) == "integer" {
+		integer := schemaType(s) == "integer"
+		if integer {
 			v = math.Ceil(v)
 		}
 		if m, ok := s["multipleOf"].(float64); ok && m > 0 {
-			v = math.Ceil(v/m) * m
+			v = multipleFrom(v, m, integer)
 		}
 		return v
 	case "boolean":
@@ -114,6 +116,28 @@ func instance(s, root map[string]any, depth int) any {
 		return nil
 	}
 	return map[string]any{}
+}
+
+// multipleFrom returns the least multiple of m at or above v, written to
+// m's decimals (0.1×3 is 0.3, not 0.30000000000000004), and for an
+// integer the least such multiple that is whole (1.5×2 = 3); v when none
+// is found within a thousand multiples.
+func multipleFrom(v, m float64, integer bool) float64 {
+	decimals := 0
+	if _, frac, ok := strings.Cut(strconv.FormatFloat(m, 'f', -1, 64), "."); ok {
+		decimals = len(frac)
+	}
+	scale := math.Pow(10, float64(decimals))
+	for k := math.Ceil(v / m); k < math.Ceil(v/m)+1000; k++ {
+		c := math.Round(k*m*scale) / scale
+		if c < v {
+			continue
+		}
+		if !integer || c == math.Trunc(c) {
+			return c
+		}
+	}
+	return v
 }
 
 // formatExamples are values of the string formats JSON Schema names (and

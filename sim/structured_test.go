@@ -136,3 +136,16 @@ func TestCountTokensUnderAFaultProfile(t *testing.T) {
 		t.Errorf("count on a healthy deployment: %v %d %s", err, resp.StatusCode, b)
 	}
 }
+
+// multipleOf holds exactly: an integer's multiple is whole, a decimal one
+// is written to its decimals (review findings: 1.5 for an integer of
+// multipleOf 1.5; 0.30000000000000004 for multipleOf 0.1).
+func TestStructuredOutputMultipleOf(t *testing.T) {
+	_, ts := startSim(t, sim.Config{Seed: 1})
+	schema := `{"type":"object","properties":{"i":{"type":"integer","minimum":1,"multipleOf":1.5},"d":{"type":"number","minimum":0.3,"multipleOf":0.1}}}`
+	body := `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":` + schema + `}}}`
+	got := chatContent(t, ts.URL, body)
+	if got != `{"d":0.3,"i":3}` {
+		t.Errorf("instance %s, want {\"d\":0.3,\"i\":3}", got)
+	}
+}
