@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"time"
 
 	"github.com/belay-run/belay/dialect"
 
@@ -266,18 +265,9 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	prof := s.profileFor(dep)
 	fault := prof.Draw(rng)
 	ex := &exchange{model: req.Model, requestID: randID(rng, "req_011C", 20)}
-	ex.retryAfter = 100*time.Millisecond + time.Duration(rng.Int64N(int64(max(prof.maxRetryAfter()-100*time.Millisecond, 0))+1))
+	ex.retryAfter = drawRetryAfter(rng, prof)
 	w.Header().Set(wr.idHeader(), ex.requestID)
-	switch fault {
-	case NoFault, StreamError, StreamCut, TruncatedToolArgs, SlowFirstToken: // faults of an answer's body: none here
-	case Hang:
-		<-r.Context().Done()
-		return
-	case Reset:
-		reset(w)
-		return
-	default:
-		wr.writeFault(w, fault, ex)
+	if failBeforeAnswer(w, r, wr, ex, fault) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"input_tokens": anthropic.EstimatePromptTokens(&req)})

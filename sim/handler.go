@@ -187,8 +187,7 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, wr wire) {
 	// The order of draws is fixed: fault, latency, retry-after, reply, ids.
 	fault := prof.Draw(rng)
 	latency := prof.Latency.Draw(rng)
-	minRA := 100 * time.Millisecond
-	ex.retryAfter = minRA + time.Duration(rng.Int64N(int64(max(prof.maxRetryAfter()-minRA, 0))+1))
+	ex.retryAfter = drawRetryAfter(rng, prof)
 	rep, scripted := s.choose(ex.conv, runID, rng, !hasForced)
 	if ex.jsonOut && len(rep.calls) == 0 && !json.Valid([]byte(rep.text)) {
 		rep.text = string(instanceOf(ex.schema))
@@ -218,17 +217,33 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, wr wire) {
 	s.respond(w, r, wr, ex, rep, fault, prof)
 }
 
-func (s *Server) respond(w http.ResponseWriter, r *http.Request, wr wire, ex *exchange, rep reply, f Fault, prof Profile) {
+// failBeforeAnswer answers fault f when it strikes before any answer (a
+// hang, a reset, an error response) and reports whether it did; the
+// faults of an answer's body (stream errors and cuts, truncated tool
+// arguments, a slow first token) are left to the answer.
+func failBeforeAnswer(w http.ResponseWriter, r *http.Request, wr wire, ex *exchange, f Fault) bool {
 	switch f {
 	case NoFault, StreamError, StreamCut, TruncatedToolArgs, SlowFirstToken:
+		return false
 	case Hang:
 		<-r.Context().Done()
-		return
 	case Reset:
 		reset(w)
-		return
 	default:
 		wr.writeFault(w, f, ex)
+	}
+	return true
+}
+
+// drawRetryAfter draws the Retry-After a rate limit of profile prof
+// gives: from 100ms to its maximum.
+func drawRetryAfter(rng *rand.Rand, prof Profile) time.Duration {
+	const minRA = 100 * time.Millisecond
+	return minRA + time.Duration(rng.Int64N(int64(max(prof.maxRetryAfter()-minRA, 0))+1))
+}
+
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, wr wire, ex *exchange, rep reply, f Fault, prof Profile) {
+	if failBeforeAnswer(w, r, wr, ex, f) {
 		return
 	}
 	rep = rep.limit(ex.maxOut)
