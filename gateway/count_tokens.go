@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/belay-run/belay/dialect"
@@ -41,9 +39,7 @@ const CountTokensPath = anthropic.Path + "/count_tokens"
 // everything or of the tenant refuses it (403). Each deployment's wait is
 // bounded by its timeouts.first_byte.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
-	c := &call{s: s, f: anthropicFront{}, r: r}
-	c.aw.ResponseWriter = w
-	c.w = &c.aw
+	c := s.newCall(anthropicFront{}, w, r)
 	tenant, fe := s.tenants.identify(r)
 	if fe != nil {
 		c.refuse(fe)
@@ -82,13 +78,13 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.chain = s.router.Deployments(routeAlias)
-	if flags, killed := s.allDisabled(model, c.chain); killed {
+	if flags, killed, _ := s.unservable(model, c.chain); killed {
 		c.refuse(c.killedFailure(flags))
 		return
 	}
 	var last *failure.Error
 	for _, d := range s.countCandidates(c.chain) {
-		resp, answer, fe := s.countOn(r, c, d, body)
+		resp, answer, fe := s.countOn(c, d, body)
 		if fe != nil && (fe.Kind != failure.Permanent && fe.Kind != failure.Fatal || fe.Status == 0 && fe.Reason != failure.Canceled) {
 			// Unreachable, no whole answer, a 5xx, a rate limit, a refused
 			// key or model: the next deployment may count.
@@ -110,8 +106,8 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(answer)
 		return
 	}
-	if last == nil { // every deployment disabled since allDisabled looked
-		flags, _ := s.allDisabled(model, c.chain)
+	if last == nil { // every deployment disabled since unservable looked
+		flags, _, _ := s.unservable(model, c.chain)
 		c.refuse(c.killedFailure(flags))
 		return
 	}
@@ -147,31 +143,22 @@ func (s *Server) countCandidates(chain []route.Deployment) []route.Deployment {
 // countOn sends the count to deployment d and returns its 2xx answer, or
 // the failure: the provider's refusal classified (Anthropic's dialect), or
 // one without an answer (Status 0), named after d.
-func (s *Server) countOn(r *http.Request, c *call, d route.Deployment, body []byte) (*http.Response, []byte, *failure.Error) {
+func (s *Server) countOn(c *call, d route.Deployment, body []byte) (*http.Response, []byte, *failure.Error) {
 	out, err := dialect.RewriteModelValid(body, d.Model)
 	if err != nil {
 		return nil, nil, invalid(err)
 	}
-	ctx := r.Context()
+	ctx := c.r.Context()
 	if t := s.timeoutsOf(d.Name).FirstByte.D(); t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(d.BaseURL, "/")+CountTokensPath, bytes.NewReader(out))
+	hr, err := c.upstreamRequest(ctx, strings.TrimRight(d.BaseURL, "/")+CountTokensPath, out, hdrJSON, &d)
 	if err != nil {
-		return nil, nil, failure.Wrap(failure.InvalidRequest, err)
+		return nil, nil, failure.As(err)
 	}
-	for _, k := range forwardHeaders {
-		if v := r.Header.Values(k); len(v) > 0 {
-			hr.Header[k] = v
-		}
-	}
-	hr.Header["Content-Type"] = hdrJSON
-	hr.Header["Accept"] = hdrJSON
-	hr.Header["User-Agent"] = hdrUserAgent
-	c.f.setAuth(hr.Header, d.APIKey)
-	resp, err := s.upstream.RoundTrip(hr)
+	resp, err := s.roundTrip(hr)
 	var answer []byte
 	if err == nil {
 		answer, err = io.ReadAll(io.LimitReader(resp.Body, s.upstreamLimit()+1))
@@ -194,28 +181,4 @@ func (s *Server) countOn(r *http.Request, c *call, d route.Deployment, body []by
 		return nil, nil, fe
 	}
 	return resp, answer, nil
-}
-
-// allDisabled reports whether a kill flag disables model alias alias or
-// every deployment of chain, with the flags (see unservable).
-func (s *Server) allDisabled(alias string, chain []route.Deployment) ([]string, bool) {
-	if s.aliasDisabled != nil {
-		if k, off := s.aliasDisabled(alias); off {
-			return []string{killFlag(k)}, true
-		}
-	}
-	var flags []string
-	for _, d := range chain {
-		if s.disabled == nil {
-			return nil, false
-		}
-		k, off := s.disabled(d)
-		if !off {
-			return nil, false
-		}
-		if f := killFlag(k); !slices.Contains(flags, f) {
-			flags = append(flags, f)
-		}
-	}
-	return flags, len(chain) > 0
 }

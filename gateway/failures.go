@@ -54,8 +54,9 @@ func clientGone(err error) *failure.Error {
 	return failure.Wrap(failure.Canceled, fmt.Errorf("%w (%v)", errClientGone, err))
 }
 
-// ownErrors are the gateway's own causes, whose text is fit for a client.
-var ownErrors = []error{errFirstByte, errFirstToken, errIdle, errNotStream, errUpstreamTooLarge, errNoSim}
+// ownErrors are the gateway's own causes, whose text is fit for a client
+// (besides a *timeoutError, which describe names first).
+var ownErrors = []error{errNotStream, errUpstreamTooLarge, errNoSim}
 
 // publicFailure returns fe with a message fit for a client. A failure
 // built from a Go error (a network error, whose text names the upstream

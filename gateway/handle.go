@@ -78,9 +78,7 @@ func frontFor(d string) front {
 // serveModel returns the handler of one model endpoint.
 func (s *Server) serveModel(f front) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := &call{s: s, f: f, r: r, start: time.Now()}
-		c.aw.ResponseWriter = w
-		c.w = &c.aw
+		c := s.newCall(f, w, r)
 		s.calls.Add(1)
 		defer s.calls.Add(-1) // also when the handler panics
 		status, err := c.serveGuarded()
@@ -103,6 +101,15 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 				slogString("detail", detail(err)))
 		}
 	}
+}
+
+// newCall returns the call of request r in front f's dialect, answering
+// through w (wrapped in the call's answerWriter).
+func (s *Server) newCall(f front, w http.ResponseWriter, r *http.Request) *call {
+	c := &call{s: s, f: f, r: r, start: time.Now()}
+	c.aw.ResponseWriter = w
+	c.w = &c.aw
+	return c
 }
 
 // serveGuarded is serve, with a panic on the request path (a bug, or one

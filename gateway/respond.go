@@ -132,21 +132,13 @@ func relayable(fe *failure.Error) bool {
 // Fallback goes across deployments of the caller's dialect, so the object
 // is in the client's.
 func (c *call) relayProviderError(fe *failure.Error) (int, error) {
+	c.setRequestID() // the provider's, set by refuseUpstream, or belay's when it sent none
 	var body []byte
 	if c.f.dialect() == failure.DialectAnthropic {
-		body = fmt.Appendf(nil, `{"type":"error","error":%s`, fe.ProviderError)
-		if fe.RequestID != "" {
-			id, _ := json.Marshal(fe.RequestID)
-			body = fmt.Appendf(body, `,"request_id":%s`, id)
-		}
-		body = append(body, '}')
+		id, _ := json.Marshal(c.w.Header().Get("Request-Id"))
+		body = fmt.Appendf(nil, `{"type":"error","error":%s,"request_id":%s}`, fe.ProviderError, id)
 	} else {
 		body = fmt.Appendf(nil, `{"error":%s}`, fe.ProviderError)
-	}
-	c.setRequestID() // when the provider sent none
-	if c.f.dialect() == failure.DialectAnthropic && fe.RequestID == "" {
-		id, _ := json.Marshal(c.w.Header().Get("Request-Id"))
-		body = fmt.Appendf(body[:len(body)-1], `,"request_id":%s}`, id)
 	}
 	h := c.w.Header()
 	h.Set(HeaderShouldRetry, "false")

@@ -128,13 +128,37 @@ func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent
 	if err != nil {
 		return nil, failure.Wrap(failure.InvalidRequest, err)
 	}
-	f := frontFor(d.Dialect)
 	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
 		if i.Err == nil {
 			sent.Store(true)
 		}
 	}})
-	hr, err := http.NewRequestWithContext(tctx, http.MethodPost, f.upstreamURL(d.BaseURL), bytes.NewReader(body))
+	accept := hdrJSON
+	if c.req.stream {
+		accept = hdrEventStream
+	}
+	hr, err := c.upstreamRequest(tctx, frontFor(d.Dialect).upstreamURL(d.BaseURL), body, accept, d)
+	if err != nil {
+		return nil, err
+	}
+	if hr.URL.Host == simHost {
+		hr.Header.Set(HeaderRunID, c.runID) // the simulator's scripts follow runs
+	}
+	wd.arm(c.s.timeoutsOf(d.Name).FirstByte.D(), errFirstByte)
+	resp, err := c.s.roundTrip(hr)
+	if err != nil {
+		return nil, attemptError(ctx, err)
+	}
+	return resp, nil
+}
+
+// upstreamRequest builds the POST of body to url for deployment d: the
+// client headers forwardHeaders lets through, belay's own content type,
+// Accept (accept) and user agent, and d's credentials in its dialect's
+// header (never the client's key). A URL that does not parse is an
+// InvalidRequest failure.
+func (c *call) upstreamRequest(ctx context.Context, url string, body []byte, accept []string, d *route.Deployment) (*http.Request, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, failure.Wrap(failure.InvalidRequest, err)
 	}
@@ -145,26 +169,25 @@ func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent
 	}
 	// Shared values: the transport only reads a request's header.
 	hr.Header["Content-Type"] = hdrJSON
-	if c.req.stream {
-		hr.Header["Accept"] = hdrEventStream
-	} else {
-		hr.Header["Accept"] = hdrJSON
-	}
+	hr.Header["Accept"] = accept
 	hr.Header["User-Agent"] = hdrUserAgent
-	if hr.URL.Host == simHost {
-		hr.Header.Set(HeaderRunID, c.runID) // the simulator's scripts follow runs
-	}
-	f.setAuth(hr.Header, d.APIKey)
-	wd.arm(c.s.timeoutsOf(d.Name).FirstByte.D(), errFirstByte)
-	resp, err := c.s.upstream.RoundTrip(hr)
-	if err == nil && resp == nil { // a RoundTripper of Options.Upstream breaking its contract
+	frontFor(d.Dialect).setAuth(hr.Header, d.APIKey)
+	return hr, nil
+}
+
+// roundTrip sends hr through the upstream transport as http.Client would:
+// an error names the request (its URL redacted), a response without a
+// body gets http.NoBody, and a RoundTripper of Options.Upstream that
+// returns neither a response nor an error gives an error.
+func (s *Server) roundTrip(hr *http.Request) (*http.Response, error) {
+	resp, err := s.upstream.RoundTrip(hr)
+	if err == nil && resp == nil {
 		err = errors.New("the upstream RoundTripper returned no response and no error")
 	}
 	if err != nil {
-		// As http.Client would: the error names the request.
-		return nil, attemptError(ctx, &url.Error{Op: "Post", URL: hr.URL.Redacted(), Err: err})
+		return nil, &url.Error{Op: "Post", URL: hr.URL.Redacted(), Err: err}
 	}
-	if resp.Body == nil { // as http.Client does
+	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}
 	return resp, nil

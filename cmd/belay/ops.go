@@ -196,7 +196,8 @@ traces (which keep their own copy) are kept. A gateway may serve from the store 
 				return badInput(fmt.Errorf("--older-than %q: %w", older, err))
 			}
 			if age < minPruneAge {
-				return badInput(fmt.Errorf("--older-than %s: want at least 1h (a run's last writes may follow its end)", older))
+				return badInput(fmt.Errorf("--older-than %s: want at least %s (a run's last writes may follow its end)", older,
+					strings.TrimSuffix(minPruneAge.String(), "0m0s")))
 			}
 			if batch < 1 {
 				return badInput(fmt.Errorf("--batch %d: must be ≥ 1", batch))
