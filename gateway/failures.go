@@ -197,10 +197,13 @@ const shuttingDownMessage = "belay is shutting down: the call was canceled after
 
 // shutdownEvent is the error event that ends a stream the shutdown
 // canceled: the type and message of shuttingDown's 503, in the client's
-// dialect.
-func (c *call) shutdownEvent() []byte {
+// dialect (numbered after the stream's events in a Responses stream).
+func (c *call) shutdownEvent(fol streamFollower) []byte {
 	if c.f.dialect() == failure.DialectAnthropic {
 		return anthropic.ErrorEvent(shuttingDownType, shuttingDownMessage)
+	}
+	if rs, ok := fol.(*responsesStream); ok {
+		return openai.ResponsesErrorEvent(shuttingDownType, shuttingDownType, shuttingDownMessage, rs.acc.NextSequence())
 	}
 	return openai.ErrorEvent(shuttingDownType, shuttingDownType, shuttingDownMessage)
 }

@@ -163,7 +163,7 @@ func (c *call) panicked(p any, stack []byte) (int, error) {
 	case c.answered: // nothing may follow a whole answer
 		return http.StatusOK, nil
 	case c.committed:
-		_ = c.relay(c.f.errorEvent(fe))
+		_ = c.relay(errorEventOf(c.f, c.streamed, fe))
 	case !c.aw.begun:
 		return c.refuse(fe)
 	}
@@ -717,7 +717,7 @@ func (s *Server) unknownModel(d failure.Dialect, model string) *failure.Error {
 		if m.alias == model {
 			var at []string
 			for _, md := range m.dialects {
-				path := openai.Path
+				path := openai.Path + " or " + openai.ResponsesPath
 				if md == string(failure.DialectAnthropic) {
 					path = anthropic.Path
 				}
@@ -778,10 +778,15 @@ func (c *call) takeCharges() []Charge {
 }
 
 // invalid turns a request-parsing error into an InvalidRequest failure
-// naming the field.
+// naming the field: in its message, and as its Param (OpenAI's error
+// object names the field in "param").
 func invalid(err error) *failure.Error {
 	if fe := dialect.AsFieldError(err); fe != nil {
-		return refusal(failure.InvalidRequest, fe.Error())
+		e := refusal(failure.InvalidRequest, fe.Error())
+		if fe.Field != "body" && fe.Field != "" {
+			e.Param = fe.Field // OpenAI's error names the field in param
+		}
+		return e
 	}
 	return refusal(failure.InvalidRequest, err.Error())
 }

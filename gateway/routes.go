@@ -21,6 +21,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+openai.Path, s.serveModel(openAIFront{}))
 	mux.Handle("POST "+anthropic.Path, s.serveModel(anthropicFront{}))
+	mux.Handle("POST "+openai.ResponsesPath, s.serveModel(responsesFront{}))
 	mux.HandleFunc("POST "+CountTokensPath, s.countTokens)
 	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("GET /v1/models/{id...}", s.getModel)
@@ -61,13 +62,19 @@ func inDialect(mux *http.ServeMux) http.Handler {
 		switch p := r.URL.Path; {
 		case p == "/messages" || p == "/models" && anthropicClient:
 			msg += fmt.Sprintf(" (did you mean /v1%s? an Anthropic client's base URL is http://HOST:PORT, without /v1: the client adds /v1%s itself)", p, p)
-		case p == "/chat/completions" || p == "/models":
+		case p == "/chat/completions" || p == "/responses" || p == "/models":
 			// The client's base URL lacks /v1, a common slip.
 			msg += fmt.Sprintf(" (did you mean /v1%s? an OpenAI client's base URL is http://HOST:PORT/v1)", p)
 		case strings.HasPrefix(p, "/v1/v1/"):
 			// The other slip: /v1 in an Anthropic client's base URL
 			// (its SDK adds /v1 to the paths), or twice in another's.
 			msg += fmt.Sprintf(" (did you mean %s? the client added /v1 to a base URL that ends in /v1: an Anthropic client's base URL is http://HOST:PORT, an OpenAI client's http://HOST:PORT/v1)", strings.TrimPrefix(p, "/v1"))
+		}
+		if strings.HasPrefix(r.URL.Path, openai.ResponsesPath+"/") {
+			// GET /v1/responses/{id}, its input_items, cancel, DELETE:
+			// the provider's store, which one of the model's deployments
+			// holds.
+			msg += " (belay serves POST /v1/responses, not the stored responses' endpoints: a stored response is in the account of the deployment that made it; ask that provider for it)"
 		}
 		if status == http.StatusMethodNotAllowed {
 			msg = fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow"))

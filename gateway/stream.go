@@ -101,7 +101,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 			if json.Valid(bytes.TrimSpace(ev.Data)) {
 				_ = c.relay(ev.Raw) // the provider's error event is in the client's dialect
 			} else { // not JSON: no client could read it; belay's own error event instead
-				_ = c.relay(c.f.errorEvent(publicFailure(fe, d.Name)))
+				_ = c.relay(errorEventOf(c.f, fol, publicFailure(fe, d.Name)))
 			}
 			return fe
 		}
@@ -223,9 +223,9 @@ func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failur
 	fe = afterCommit(publicFailure(fe, d.Name))
 	switch {
 	case errors.Is(fe, errShutdown): // the client is still there: told as a non-streamed call is
-		_ = c.relay(c.shutdownEvent())
+		_ = c.relay(c.shutdownEvent(fol))
 	case fe.Reason != failure.Canceled:
-		_ = c.relay(c.f.errorEvent(fe))
+		_ = c.relay(errorEventOf(c.f, fol, fe))
 	}
 	return fe
 }
@@ -255,6 +255,16 @@ func (l *eventLimit) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.left -= int64(n)
 	return n, err
+}
+
+// errorEventOf returns e as the error event of a stream in front f's
+// dialect, numbered after the stream's events when its follower fol
+// numbers them (the Responses API's sequence_number); fol may be nil.
+func errorEventOf(f front, fol streamFollower, e *failure.Error) []byte {
+	if n, ok := fol.(interface{ errorEvent(*failure.Error) []byte }); ok {
+		return n.errorEvent(e)
+	}
+	return f.errorEvent(e)
 }
 
 // afterCommit marks a failure that happened after output reached the

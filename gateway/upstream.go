@@ -137,7 +137,9 @@ func (c *call) send(ctx context.Context, wd *watchdog, d *route.Deployment, sent
 	if c.req.stream {
 		accept = hdrEventStream
 	}
-	hr, err := c.upstreamRequest(tctx, frontFor(d.Dialect).upstreamURL(d.BaseURL), body, accept, d)
+	// The call's front names the endpoint (chat completions or responses,
+	// both OpenAI's): a fallback never crosses dialects.
+	hr, err := c.upstreamRequest(tctx, c.f.upstreamURL(d.BaseURL), body, accept, d)
 	if err != nil {
 		return nil, err
 	}

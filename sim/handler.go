@@ -31,8 +31,13 @@ type exchange struct {
 	schema  json.RawMessage
 
 	requestID, messageID string
-	created              int64
-	retryAfter           time.Duration
+	// itemIDs are a Responses answer's output item ids: the message's,
+	// then each call's.
+	itemIDs []string
+	// instructions are a Responses request's, echoed in its response.
+	instructions string
+	created      int64
+	retryAfter   time.Duration
 }
 
 // reply is what the simulated model says. cut is true when the output was

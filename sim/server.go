@@ -1,21 +1,24 @@
 // Package sim is an LLM API simulator: an http.Handler that answers OpenAI
-// Chat Completions and Anthropic Messages requests in the providers' real
+// Chat Completions, OpenAI Responses and Anthropic Messages requests in the providers' real
 // wire formats, with replies chosen by a Script and faults drawn from a
 // Profile, deterministically for a seed.
 //
 // Endpoints (each also under /d/{deployment}/):
 //
 //	POST /v1/chat/completions   OpenAI, streaming or not (stream_options.include_usage honoured)
+//	POST /v1/responses          OpenAI Responses, streaming or not (typed events, sequence_number)
 //	POST /v1/messages           Anthropic, streaming or not
+//	POST /v1/messages/count_tokens  Anthropic's token count
 //	GET  /v1/models             OpenAI list shape; Anthropic shape when anthropic-version is sent
 //	GET  /sim/stats             Stats as JSON
 //
 // Output limits are honoured as a provider honours them: a reply longer
 // than max_tokens (OpenAI: max_completion_tokens, else max_tokens;
-// Anthropic: max_tokens) at 4 characters a token is cut there — text
+// Responses: max_output_tokens; Anthropic: max_tokens) at 4 characters a token is cut there — text
 // first, then tool names and arguments; calls past the limit are dropped —
-// and ends with finish_reason "length" (OpenAI) or stop_reason
-// "max_tokens" (Anthropic); the usage reports at most the limit.
+// and ends with finish_reason "length" (OpenAI), status "incomplete" with
+// reason max_output_tokens (Responses) or stop_reason "max_tokens"
+// (Anthropic); the usage reports at most the limit.
 //
 // Deployments: a path prefix /d/{name} selects the profile Config.Deployments
 // gives name (or SetProfile set); failing that, the built-in profile called
@@ -133,6 +136,9 @@ func New(cfg Config) *Server {
 		})
 		mux.HandleFunc("POST "+prefix+"/v1/messages", func(w http.ResponseWriter, r *http.Request) {
 			s.serveModel(w, r, anthropicWire{})
+		})
+		mux.HandleFunc("POST "+prefix+"/v1/responses", func(w http.ResponseWriter, r *http.Request) {
+			s.serveModel(w, r, responsesWire{})
 		})
 		mux.HandleFunc("POST "+prefix+"/v1/messages/count_tokens", s.countTokens)
 		mux.HandleFunc("GET "+prefix+"/v1/models", s.serveModels)

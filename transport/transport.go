@@ -11,7 +11,7 @@
 //	}))
 //
 // The request's host is ignored: the path selects the dialect
-// (/v1/chat/completions or /v1/messages), so the SDKs' default base URLs
+// (/v1/chat/completions, /v1/responses or /v1/messages), so the SDKs' default base URLs
 // work unchanged.
 package transport
 

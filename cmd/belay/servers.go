@@ -143,7 +143,7 @@ func simCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "sim",
 		Short: "Run the LLM API simulator: OpenAI and Anthropic endpoints with scripted replies and fault profiles",
-		Long: fmt.Sprintf(`sim serves POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models in the providers'
+		Long: fmt.Sprintf(`sim serves POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models in the providers'
 real wire formats, with faults drawn from a profile, deterministically for a seed. Each endpoint is
 also served under /d/NAME/, where NAME selects a built-in profile (e.g. /d/down/v1/...).
 

@@ -269,6 +269,84 @@ test("a provider's in-stream error event reaches the client as an APIError", asy
   assert.equal(calls.length, 1);
 });
 
+// The Responses API (POST /v1/responses) through belay, with the same client.
+
+const responsesWeatherTool = {
+  type: 'function',
+  name: 'get_weather',
+  description: 'Current weather for a city.',
+  parameters: {
+    type: 'object',
+    properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
+    required: ['city'],
+  },
+};
+
+test('responses: a non-streamed response', async () => {
+  const { c, calls } = client();
+  const { data, response } = await c.responses
+    .create({ model: MODEL, instructions: 'Be brief.', input: 'Say hello to the responses test.', max_output_tokens: 64 })
+    .withResponse();
+  assert.equal(calls.length, 1);
+  assert.equal(data.object, 'response');
+  assert.equal(data.status, 'completed');
+  assert.match(data.output_text, /Say hello to the responses test\./);
+  assert.ok(data.usage.input_tokens > 0 && data.usage.output_tokens > 0, JSON.stringify(data.usage));
+  assert.equal(data.usage.total_tokens, data.usage.input_tokens + data.usage.output_tokens);
+  assert.equal(response.headers.get('x-belay-attempts'), '1');
+  assert.ok(Number(response.headers.get('x-belay-cost-usd')) > 0, response.headers.get('x-belay-cost-usd'));
+});
+
+test('responses: a function call, then the answer from its output', async () => {
+  const { c, calls } = client();
+  const input = [{ role: 'user', content: 'What is the weather in Paris?' }];
+  const first = await c.responses.create({ model: MODEL, input, tools: [responsesWeatherTool] });
+  const fc = first.output.find((it) => it.type === 'function_call');
+  assert.ok(fc, JSON.stringify(first.output));
+  assert.equal(fc.name, 'get_weather');
+  assert.match(fc.call_id, /^call_/);
+  assert.deepEqual(JSON.parse(fc.arguments), { city: 'Paris', unit: 'celsius' });
+
+  input.push(...first.output, { type: 'function_call_output', call_id: fc.call_id, output: '18 C and sunny' });
+  const second = await c.responses.create({ model: MODEL, input, tools: [responsesWeatherTool] });
+  assert.equal(second.output_text, 'Weather in Paris: 18 C and sunny');
+  assert.equal(calls.length, 2);
+});
+
+test('responses, streaming: text deltas, then response.completed with usage', async () => {
+  const { c } = client();
+  const stream = await c.responses.create({ model: MODEL, input: 'Stream a responses answer.', stream: true });
+  let text = '';
+  let completed = null;
+  let seq = -1;
+  for await (const ev of stream) {
+    assert.equal(ev.sequence_number, seq + 1, `event ${ev.type} out of order`);
+    seq = ev.sequence_number;
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+    if (ev.type === 'response.completed') completed = ev.response;
+  }
+  assert.match(text, /Stream a responses answer\./);
+  assert.ok(completed, 'no response.completed event');
+  assert.equal(completed.output_text ?? completed.output[0].content[0].text, text);
+  assert.ok(completed.usage.output_tokens > 0, JSON.stringify(completed.usage));
+});
+
+test('responses, streaming: a stream cut after output started ends with an APIError', async () => {
+  const { c, calls } = client();
+  const stream = await c.responses.create({ model: MODEL, input: 'node-test: stream cut', stream: true });
+  let text = '';
+  try {
+    for await (const ev of stream) {
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+    }
+    assert.fail(`the stream ended cleanly after ${JSON.stringify(text)}; want an error`);
+  } catch (err) {
+    assert.ok(err instanceof OpenAI.APIError, `want APIError, got ${err?.constructor?.name}: ${err}`);
+  }
+  assert.ok(text.length > 0, 'some text arrived before the cut');
+  assert.equal(calls.length, 1);
+});
+
 // Last: it leaves failures on both deployments' breakers.
 test('persistent server errors: belay retries and falls back, then a 5xx the SDK does not retry', async () => {
   const { c, calls } = client();
