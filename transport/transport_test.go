@@ -15,6 +15,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/belay-run/belay/transport"
 )
@@ -64,8 +65,28 @@ func TestSDKsInProcess(t *testing.T) {
 		t.Fatalf("anthropic stream: %+v %v", msg, err)
 	}
 
+	// The Responses API, streamed, on the same path.
+	rs := oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "gpt-4o-mini",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("respond in process")}})
+	var final responses.Response
+	for rs.Next() {
+		if ev := rs.Current(); ev.Type == "response.completed" {
+			final = ev.Response
+		}
+	}
+	if err := rs.Err(); err != nil || !strings.Contains(final.OutputText(), "respond in process") || final.Usage.OutputTokens == 0 {
+		t.Fatalf("responses stream: %q %+v %v", final.OutputText(), final.Usage, err)
+	}
+
+	// The last step settles after its stream's end reached the client;
+	// the manager's Flush waits for it and for the record.
+	if f, ok := any(tr.Stack.Runs).(interface{ Flush(context.Context) error }); !ok {
+		t.Fatal("the stack's runs cannot be flushed")
+	} else if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	r, err := tr.Stack.Store.GetRun(ctx, "lib-run")
-	if err != nil || r.Turns < 2 {
+	if err != nil || r.Turns != 4 {
 		t.Errorf("run %+v %v", r, err)
 	}
 
