@@ -197,6 +197,13 @@ type Error struct {
 	OutputStarted bool
 	// Deployment names the deployment the failure came from, when known.
 	Deployment string
+	// Misdirected is true when the failure is the request's place, not
+	// the deployment's health: the deployment does not serve the endpoint
+	// called (a chat-only server's 404 for OpenAI's Responses API), or
+	// lacks state another account keeps (a previous response). A router
+	// falls back from it and its breaker does not count it (see
+	// route's healthKind).
+	Misdirected bool
 	// Cause is the underlying Go error, if any.
 	Cause error
 }

@@ -14,7 +14,10 @@ import (
 // StreamWatcher.Observe.
 type Observation struct {
 	// Output: the event carries model output: a non-empty content, refusal
-	// or reasoning delta, or a tool call (name or arguments). Role-only and
+	// or reasoning delta, or a tool call (name or arguments; in OpenAI
+	// Responses, an output item begun that is neither a message nor
+	// reasoning: a function call, or a built-in tool's call, which the
+	// provider runs and bills). Role-only and
 	// empty chunks, message_start, content_block_start of an empty text
 	// block, ping and usage-only events are not output.
 	Output bool
@@ -100,6 +103,7 @@ type streamChunk struct {
 	Delta         json.RawMessage `json:"delta"`
 	UsageMetadata json.RawMessage `json:"usageMetadata"`
 	Response      json.RawMessage `json:"response"`
+	Item          json.RawMessage `json:"item"`
 	Candidates    []struct {
 		Content struct {
 			Parts []map[string]json.RawMessage `json:"parts"`
@@ -253,6 +257,10 @@ func hasOutput(typ string, c *streamChunk) bool {
 		return d.Text != "" || d.PartialJSON != "" || d.Thinking != "" || d.Type == "citations_delta"
 	case strings.HasPrefix(typ, "response.") && strings.HasSuffix(typ, ".delta"): // OpenAI Responses
 		return nonEmptyJSON(c.Delta)
+	case typ == "response.output_item.added": // OpenAI Responses: a call begun (function or built-in tool)
+		var it struct{ Type string }
+		_ = json.Unmarshal(c.Item, &it)
+		return it.Type != "" && it.Type != "message" && it.Type != "reasoning"
 	}
 	return false
 }

@@ -87,6 +87,16 @@ func TestClassifyStream(t *testing.T) {
 		{"responses api failed", DialectOpenAI, sse(
 			"event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}"),
 			ServerError, Transient, false, StreamUsage{}},
+		{"responses api function call begun, then cut", DialectOpenAI, sse(
+			"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"function_call\",\"name\":\"f\",\"arguments\":\"\"}}"),
+			StreamInterrupted, Transient, true, StreamUsage{}},
+		{"responses api web search begun, then cut", DialectOpenAI, sse(
+			"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"web_search_call\",\"status\":\"in_progress\"}}"),
+			StreamInterrupted, Transient, true, StreamUsage{}},
+		{"responses api message and reasoning begun are no output", DialectOpenAI, sse(
+			"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"reasoning\",\"summary\":[]}}",
+			"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"message\",\"content\":[]}}"),
+			StreamInterrupted, Transient, false, StreamUsage{}},
 		{"responses api error event", DialectOpenAI, sse(
 			"event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"slow\"}"),
 			RateLimited, Transient, false, StreamUsage{}},

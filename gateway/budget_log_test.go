@@ -63,9 +63,9 @@ func TestBudgetRefusalLogDetail(t *testing.T) {
 	}
 }
 
-// A call refused for its cost estimate says, when it set no max_tokens,
+// A call refused for its cost estimate says, when it set no output limit,
 // that the estimate holds the default output reservation and how to
-// lower it (newcomer finding: a 402 for "hi" under a $0.000001 limit did
+// lower it, naming the limit's field in the client's API (newcomer finding: a 402 for "hi" under a $0.000001 limit did
 // not say why the estimate was $0.0025). A call that set max_tokens is
 // not told to.
 func TestBudgetRefusalNamesTheDefaultOutputReservation(t *testing.T) {
@@ -74,7 +74,7 @@ func TestBudgetRefusalNamesTheDefaultOutputReservation(t *testing.T) {
 		io.WriteString(w, regress6OK)
 	})
 	g := newGW(t, tokenLimitConfig(up.URL, "{max_cost_usd: 0.0000001}"), nil)
-	hint := "a call without max_tokens reserves 4096 output tokens; set max_tokens to reserve less"
+	hint := "a call without max_completion_tokens (or max_tokens) reserves 4096 output tokens; set max_completion_tokens (or max_tokens) to reserve less"
 	resp, body := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 402 || !strings.Contains(body, hint) {
 		t.Errorf("without max_tokens: %d %s; want 402 with %q", resp.StatusCode, body, hint)
@@ -82,6 +82,13 @@ func TestBudgetRefusalNamesTheDefaultOutputReservation(t *testing.T) {
 	resp, body = g.do("POST", "/v1/chat/completions", `{"model":"m","max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 402 || strings.Contains(body, "max_tokens") {
 		t.Errorf("with max_tokens: %d %s; want 402 without the hint", resp.StatusCode, body)
+	}
+	// The Responses API's field is max_output_tokens (newcomer finding:
+	// the hint named max_tokens, which that API ignores).
+	hint = "a call without max_output_tokens reserves 4096 output tokens; set max_output_tokens to reserve less"
+	resp, body = g.do("POST", "/v1/responses", `{"model":"m","input":"hi"}`)
+	if resp.StatusCode != 402 || !strings.Contains(body, hint) {
+		t.Errorf("responses without max_output_tokens: %d %s; want 402 with %q", resp.StatusCode, body, hint)
 	}
 }
 

@@ -79,6 +79,9 @@ type request struct {
 	// maxOutput is the request's output token limit over all its choices
 	// (OpenAI n), 0 when unset.
 	maxOutput int64
+	// limitField names the request member that sets maxOutput in the
+	// client's dialect, for refusals that advise setting it.
+	limitField string
 	// body is what is sent upstream (the model is rewritten per
 	// deployment).
 	body []byte

@@ -259,7 +259,8 @@ func (c *call) serve() (int, error) {
 	turn, err := s.runs.Admit(c.r.Context(), Admission{
 		RunID: id, Named: c.r.Header.Get(HeaderRunID) == "", Tenant: tenant.Name, Agent: agent, TenantBudget: tenant.Budget, Limits: limits,
 		Alias: req.model, Dialect: string(c.f.dialect()), Chain: c.chain,
-		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, CacheWrites: req.cacheWrites, Stream: req.stream,
+		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, OutputLimitField: req.limitField,
+		CacheWrites: req.cacheWrites, Stream: req.stream,
 	})
 	if err != nil {
 		var rr *runRefusal
@@ -291,7 +292,11 @@ func (c *call) serve() (int, error) {
 	defer c.stopAttempts(nil)
 	res, err := s.router.Do(ctx, routeAlias, c.attempt)
 	s.metrics.observeRoute(req.model, &res)
-	err = attemptsNote(deadlineNote(c.finalFailure(ctx, err), &res), &res)
+	err = c.finalFailure(ctx, err)
+	if _, ok := c.f.(responsesFront); ok {
+		err = preferTransient(err, &res)
+	}
+	err = attemptsNote(deadlineNote(err, &res), &res)
 
 	// settle + record, respond
 	c.taken = c.takeCharges()
@@ -569,6 +574,9 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 		return nil
 	}
 	fe := publicFailure(asFailure(err), d.Name)
+	if m, ok := c.f.(misdirecter); ok {
+		fe = m.misdirected(fe)
+	}
 	if sent.Load() && c.chargeCount() == charged && (ctx.Err() != nil || outcomeUnknown(fe.Reason)) {
 		// The request reached the provider, and the attempt ended without
 		// its answer or its word that it failed: canceled (the client

@@ -23,7 +23,8 @@ func (openAIFront) parse(body []byte) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimatePromptTokens(r), body: body}
+	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimatePromptTokens(r), body: body,
+		limitField: "max_completion_tokens (or max_tokens)"}
 	if n, ok := openai.MaxOutputTokens(r); ok {
 		out.maxOutput = n
 	}

@@ -1,12 +1,18 @@
 package gateway
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/dialect/sse"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/route"
 )
 
 // responsesFront serves POST /v1/responses, OpenAI's Responses API. It
@@ -35,7 +41,8 @@ func (responsesFront) parse(body []byte) (*request, error) {
 		return nil, dialect.Field("background", "is not served through belay: a background response is fetched later with "+
 			"GET /v1/responses/{id}, which belay does not relay, and its cost would go unrecorded; send the request without it")
 	}
-	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimateResponsesPromptTokens(r), body: body}
+	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimateResponsesPromptTokens(r), body: body,
+		limitField: "max_output_tokens"}
 	if n, ok := r.MaxOutput(); ok {
 		out.maxOutput = n
 	}
@@ -71,6 +78,38 @@ func (responsesFront) usage(body []byte) (dialect.Usage, bool) {
 	return u.Dialect(), true
 }
 
+// outputChars is the size of a response's output, for an estimate when
+// it reports no usage: the text, refusals, function names and arguments
+// of its output items, or the output member's JSON size when it does not
+// decode as items. Not the whole body: a response object repeats the
+// request's instructions and tools, which are no output (an adversarial
+// review found a 50 KB system prompt charged as output).
+func (responsesFront) outputChars(body []byte) int64 {
+	var out json.RawMessage
+	if dialect.DecodeMember(body, "output", &out) != nil {
+		return int64(len(body))
+	}
+	var items []struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+		Content   []struct {
+			Text    string `json:"text"`
+			Refusal string `json:"refusal"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(out, &items) != nil {
+		return int64(len(out))
+	}
+	var n int64
+	for _, it := range items {
+		n += int64(len(it.Name) + len(it.Arguments))
+		for _, c := range it.Content {
+			n += int64(len(c.Text) + len(c.Refusal))
+		}
+	}
+	return n
+}
+
 // upstreamURL follows the OpenAI SDKs: the base URL includes /v1.
 func (responsesFront) upstreamURL(base string) string {
 	return strings.TrimRight(base, "/") + "/responses"
@@ -78,11 +117,75 @@ func (responsesFront) upstreamURL(base string) string {
 
 func (responsesFront) setAuth(h http.Header, key string) { openAIFront{}.setAuth(h, key) }
 
+// misdirecter is a front whose requests a deployment may refuse for
+// where they were sent rather than for what they ask: see
+// responsesFront.misdirected.
+type misdirecter interface {
+	misdirected(fe *failure.Error) *failure.Error
+}
+
+// misdirected marks, on a copy, the failures of a Responses call that
+// are its place's (failure.Error.Misdirected): a 404 (the deployment
+// does not serve the Responses API, or not at that path), and a refusal
+// naming provider-kept state the deployment's account lacks (OpenAI's
+// 400 previous_response_not_found; any *_not_found code but
+// model_not_found, or an error whose param is previous_response_id or
+// conversation). Such a failure falls back to the next deployment
+// (Degraded: the state may be in another account) and is not counted by
+// the deployment's breaker: an adversarial review found three Responses
+// calls to a chat-only deployment open its breaker for chat calls too.
+func (responsesFront) misdirected(fe *failure.Error) *failure.Error {
+	state := fe.Param == "previous_response_id" || fe.Param == "conversation" ||
+		strings.HasSuffix(fe.ProviderCode, "_not_found") && fe.ProviderCode != "model_not_found"
+	if fe.Status != http.StatusNotFound && !(state && fe.Status >= 400 && fe.Status < 500) {
+		return fe
+	}
+	cp := *fe
+	cp.Misdirected = true
+	if cp.Kind == failure.Permanent {
+		cp.Kind = failure.Degraded
+	}
+	return &cp
+}
+
+// preferTransient returns the failure a Responses call reports when its
+// chain ended on a misdirected refusal (err): the latest transient
+// failure of another deployment, when there was one, since that
+// deployment may hold the state the refusal says is missing, and a
+// retry may reach it (an adversarial review: a 500 from the account
+// that kept the previous response was reported as the fallback's
+// "previous response not found", which the SDK does not retry). The
+// refusal is named in its message.
+func preferTransient(err error, res *route.Result) error {
+	fe := failure.As(err)
+	if fe == nil || !fe.Misdirected {
+		return err
+	}
+	atts := res.Attempts()
+	for i := len(atts) - 1; i >= 0; i-- {
+		f := atts[i].Failure
+		if f != nil && f.Kind == failure.Transient && f.Deployment != fe.Deployment {
+			cp := *f
+			cp.Message = fmt.Sprintf("%s (then deployment %s refused the call: %s)", f.Message, fe.Deployment, fe.Message)
+			return &cp
+		}
+	}
+	return err
+}
+
 // responsesStream follows a Responses stream. Usage always comes in its
 // final response event: nothing is asked for, stripped or rewritten.
 type responsesStream struct {
 	acc    openai.ResponsesAccumulator
 	prompt int64
+}
+
+// ends reports whether ev, a terminator to the failure.StreamWatcher,
+// ends a Responses stream: its final response event does, [DONE] does
+// not (the API sends none; an adversarial review found a stream cut with
+// [DONE] before response.completed relayed as a clean end).
+func (s *responsesStream) ends(ev failure.SSEEvent) bool {
+	return !bytes.Equal(bytes.TrimSpace(ev.Data), []byte(openai.Done))
 }
 
 func (s *responsesStream) add(_ string, data []byte) { s.acc.Add(data) }
@@ -92,6 +195,34 @@ func (s *responsesStream) answer() []byte            { return s.acc.Answer() }
 func (s *responsesStream) reported() bool            { _, ok := s.acc.Usage(); return ok }
 func (s *responsesStream) errorEvent(e *failure.Error) []byte {
 	return responsesErrorEvent(e, s.acc.NextSequence())
+}
+
+// raisable returns the provider's error event ev (an "error" event, or
+// response.failed) with an "error" member added at its top level when it
+// has none, built from its failure fe (OpenAI's error object: the
+// provider's message and code): the SDKs end a stream with an error only
+// on an event with that member (see openai.ResponsesErrorEvent), and
+// hand the API's own error event to the caller as one more event, after
+// which the stream looks finished (a newcomer's openai-go and npm openai
+// loops ended without an error). Every member the provider sent is kept.
+func (s *responsesStream) raisable(ev failure.SSEEvent, fe *failure.Error) []byte {
+	data := bytes.TrimSpace(ev.Data)
+	var top struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &top) != nil || len(top.Error) > 0 && string(top.Error) != "null" {
+		return ev.Raw
+	}
+	spec := openai.ErrorFor(fe.Reason)
+	obj, err := json.Marshal(openai.NewError(spec.Type, cmp.Or(fe.ProviderCode, spec.Code), message(fe)))
+	if err != nil {
+		return ev.Raw
+	}
+	out, err := dialect.SetMemberValid(data, "error", obj)
+	if err != nil {
+		return ev.Raw
+	}
+	return sse.Format(ev.Event, out)
 }
 
 func (s *responsesStream) usage() (dialect.Usage, bool) {

@@ -71,10 +71,12 @@ func inDialect(mux *http.ServeMux) http.Handler {
 			msg += fmt.Sprintf(" (did you mean %s? the client added /v1 to a base URL that ends in /v1: an Anthropic client's base URL is http://HOST:PORT, an OpenAI client's http://HOST:PORT/v1)", strings.TrimPrefix(p, "/v1"))
 		}
 		if strings.HasPrefix(r.URL.Path, openai.ResponsesPath+"/") {
-			// GET /v1/responses/{id}, its input_items, cancel, DELETE:
-			// the provider's store, which one of the model's deployments
-			// holds.
-			msg += " (belay serves POST /v1/responses, not the stored responses' endpoints: a stored response is in the account of the deployment that made it; ask that provider for it)"
+			// GET /v1/responses/{id}, its input_items, cancel, DELETE
+			// (the provider's store, which one of the model's deployments
+			// holds), input_tokens, compact.
+			msg += " (belay serves POST /v1/responses, not the Responses API's other endpoints: a stored response (GET, DELETE, " +
+				"cancel, input_items) is in the account of the deployment that made it, so ask that provider for it; input token " +
+				"counts and compaction are not relayed)"
 		}
 		if status == http.StatusMethodNotAllowed {
 			msg = fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow"))

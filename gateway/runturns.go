@@ -159,7 +159,8 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		switch {
 		case fe.Reason == failure.BudgetExceeded && a.MaxOutputTokens == 0:
 			// Most of such an estimate is the default output reservation.
-			fe = withHint(fe, fmt.Sprintf(" (a call without max_tokens reserves %d output tokens; set max_tokens to reserve less)", DefaultReserveOutputTokens))
+			field := cmp.Or(a.OutputLimitField, "max_tokens")
+			fe = withHint(fe, fmt.Sprintf(" (a call without %s reserves %d output tokens; set %s to reserve less)", field, DefaultReserveOutputTokens, field))
 		case fe.Reason == failure.RunEnded:
 			// Often a client that sent back the run id the gateway made
 			// for one call.

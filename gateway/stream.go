@@ -72,7 +72,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		case lim.over || errors.Is(err, failure.ErrSSELineTooLong):
 			err = errUpstreamTooLarge // an event past the cap is never relayed
 		case err == nil && ev.Partial:
-			if !endsStream(dl, ev) {
+			if !endsStream(dl, fol, ev) {
 				err = io.ErrUnexpectedEOF // a cut event is never relayed
 				break
 			}
@@ -88,6 +88,12 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 			wd.arm(t.Idle.D(), errIdle)
 		}
 		o := watch.ObserveEvent(ev)
+		if o.Terminator && !followerEnds(fol, ev) {
+			// Not this dialect's end ([DONE] in a Responses stream): the
+			// stream ended before its final event.
+			return c.failStream(d, fol, failure.New(failure.StreamInterrupted,
+				"the stream ended with "+strings.TrimSpace(string(ev.Data))+" before its final event"))
+		}
 		if ev.Data != nil {
 			fol.add(ev.Event, ev.Data)
 		}
@@ -99,7 +105,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 			c.chargeStream(d, fol)
 			fe := afterCommit(o.Err)
 			if json.Valid(bytes.TrimSpace(ev.Data)) {
-				_ = c.relay(ev.Raw) // the provider's error event is in the client's dialect
+				_ = c.relay(providerErrorEvent(fol, ev, fe)) // the provider's error event is in the client's dialect
 			} else { // not JSON: no client could read it; belay's own error event instead
 				_ = c.relay(errorEventOf(c.f, fol, publicFailure(fe, d.Name)))
 			}
@@ -159,10 +165,22 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 // endsStream reports whether ev, an event of dialect d cut off by the end of the
 // upstream's body before its blank line, is a whole terminator: OpenAI's
 // [DONE], Anthropic's message_stop with its data complete (see
-// failure.StreamWatcher). Some servers end a finished stream so; a client
-// reading them directly sees a clean end.
-func endsStream(d failure.Dialect, ev failure.SSEEvent) bool {
-	return failure.NewStreamWatcher(d).ObserveEvent(ev).Terminator
+// failure.StreamWatcher), that follower fol takes as its stream's end.
+// Some servers end a finished stream so; a client reading them directly
+// sees a clean end.
+func endsStream(d failure.Dialect, fol streamFollower, ev failure.SSEEvent) bool {
+	return failure.NewStreamWatcher(d).ObserveEvent(ev).Terminator && followerEnds(fol, ev)
+}
+
+// followerEnds reports whether ev, an event the failure.StreamWatcher
+// takes for a terminator, ends fol's stream: every terminator does,
+// unless fol says otherwise (a Responses stream ends only with its final
+// response event; see responsesStream.ends).
+func followerEnds(fol streamFollower, ev failure.SSEEvent) bool {
+	if e, ok := fol.(interface{ ends(failure.SSEEvent) bool }); ok {
+		return e.ends(ev)
+	}
+	return true
 }
 
 // After a stream's terminator the upstream's body still has its end to
@@ -215,6 +233,15 @@ func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failur
 			return nil
 		}
 	}
+	return c.failStream(d, fol, fe)
+}
+
+// failStream ends an upstream stream that failed with fe before its
+// terminator: before the commit, it charges what the provider reported
+// and returns fe for the router; after it, it charges the stream, ends
+// the client's stream with an error event (a shutdown's, or fe's; none
+// for a client that went away) and returns fe as a failure after output.
+func (c *call) failStream(d *route.Deployment, fol streamFollower, fe *failure.Error) error {
 	if !c.committed {
 		c.chargeReported(d, fol)
 		return fe
@@ -255,6 +282,18 @@ func (l *eventLimit) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.left -= int64(n)
 	return n, err
+}
+
+// providerErrorEvent returns the provider's error event ev (JSON data;
+// fe is its failure) as the client gets it: as sent, or as its follower
+// makes it one the client's SDK raises (see responsesStream.raisable).
+func providerErrorEvent(fol streamFollower, ev failure.SSEEvent, fe *failure.Error) []byte {
+	if r, ok := fol.(interface {
+		raisable(failure.SSEEvent, *failure.Error) []byte
+	}); ok {
+		return r.raisable(ev, fe)
+	}
+	return ev.Raw
 }
 
 // errorEventOf returns e as the error event of a stream in front f's

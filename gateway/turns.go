@@ -55,6 +55,11 @@ type Admission struct {
 	// request's output limit (0 when unset).
 	PromptTokens    int64
 	MaxOutputTokens int64
+	// OutputLimitField names the request member that sets
+	// MaxOutputTokens in the client's dialect ("max_tokens",
+	// "max_output_tokens"), for a refusal's advice; "" reads as
+	// max_tokens.
+	OutputLimitField string
 	// CacheWrites is what the call may write into the provider's prompt
 	// cache (its prompt is then reserved at the write price).
 	CacheWrites budget.CacheWrites

@@ -261,7 +261,11 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	}
 	u, ok := c.f.usage(body)
 	if !ok {
-		u = dialect.Usage{Input: c.req.promptTokens, Output: dialect.EstimateTokens(int64(len(body)))}
+		size := int64(len(body))
+		if o, ok := c.f.(interface{ outputChars([]byte) int64 }); ok {
+			size = o.outputChars(body)
+		}
+		u = dialect.Usage{Input: c.req.promptTokens, Output: max(dialect.EstimateTokens(size), 1)}
 	}
 	c.charge(d, u, !ok)
 	c.answer = &answer{status: resp.StatusCode, header: resp.Header, body: body}

@@ -422,9 +422,11 @@ func retryable(f *failure.Error) bool {
 // the chain moves on), and it counts as neither success nor failure, so a
 // burst of 429s does not open the breaker and cut the deployment off for
 // every caller (Envoy's outlier detection likewise ejects on 5xx and
-// gateway failures, not on 429).
+// gateway failures, not on 429). A misdirected request (see
+// failure.Error.Misdirected) says nothing of the deployment's health
+// either.
 func healthKind(f *failure.Error) failure.Kind {
-	if f.Reason == failure.RateLimited {
+	if f.Reason == failure.RateLimited || f.Misdirected {
 		return failure.Permanent // counts as neither
 	}
 	return f.Kind

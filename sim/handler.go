@@ -34,8 +34,10 @@ type exchange struct {
 	// itemIDs are a Responses answer's output item ids: the message's,
 	// then each call's.
 	itemIDs []string
-	// instructions are a Responses request's, echoed in its response.
+	// instructions are a Responses request's, echoed in its response
+	// with the other settings echo holds.
 	instructions string
+	echo         *responsesEcho
 	created      int64
 	retryAfter   time.Duration
 }

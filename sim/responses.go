@@ -27,6 +27,11 @@ func (responsesWire) parse(body []byte) (*exchange, error) {
 		return nil, err
 	}
 	max, _ := req.MaxOutput()
+	if req.MaxOutputTokens != nil && max < minOutputTokens {
+		// OpenAI's own limit (its 400 integer_below_min_value); belay's
+		// gateway leaves it to each provider.
+		return nil, dialect.Field("max_output_tokens", "integer below minimum value. Expected a value >= %d, but got %d instead", minOutputTokens, max)
+	}
 	ex := &exchange{model: req.Model, stream: req.Stream, maxOut: max,
 		promptTokens: openai.EstimateResponsesPromptTokens(req), conv: fromResponses(req)}
 	var text *struct {
@@ -40,8 +45,34 @@ func (responsesWire) parse(body []byte) (*exchange, error) {
 		ex.jsonOut, ex.schema = true, text.Format.Schema
 	}
 	ex.instructions = req.InstructionsText()
+	ex.echo = &responsesEcho{previous: req.PreviousResponseID, store: req.Store == nil || *req.Store,
+		parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
+	_ = dialect.EachMember(body, func(name, value []byte) {
+		switch string(name) {
+		case "text":
+			ex.echo.text = value
+		case "tools":
+			ex.echo.tools = value
+		case "tool_choice":
+			ex.echo.toolChoice = value
+		}
+	})
 	return ex, nil
 }
+
+// responsesEcho is what a response object repeats of its request: the
+// output format, tools and tool choice as sent, the response it
+// continues, and whether it is stored (the simulator keeps none: it
+// answers from the input sent, whatever previous_response_id says).
+type responsesEcho struct {
+	text, tools, toolChoice json.RawMessage
+	previous                *string
+	store, parallel         bool
+}
+
+// minOutputTokens is the smallest max_output_tokens OpenAI's Responses
+// API accepts.
+const minOutputTokens = 16
 
 func (responsesWire) ids(ex *exchange, rng *rand.Rand, calls int) []string {
 	ex.requestID = "req_" + randHex(rng, 32)
@@ -84,9 +115,11 @@ func (responsesWire) items(ex *exchange, r reply) []openai.OutputItem {
 // response returns the response object for reply r in the given status;
 // usage is nil before the response is done.
 func (w responsesWire) response(ex *exchange, r reply, status string, output []openai.OutputItem, usage *openai.ResponsesUsage) openai.Response {
+	e := ex.echo
 	resp := openai.Response{ID: ex.messageID, Object: "response", CreatedAt: ex.created, Status: status,
-		Model: ex.model, Output: output, ParallelToolCalls: true, Store: true, Text: json.RawMessage(`{"format":{"type":"text"}}`),
-		ToolChoice: "auto", Tools: []any{}, Usage: usage, Metadata: map[string]any{}}
+		Model: ex.model, Output: output, ParallelToolCalls: e.parallel, Store: e.store, PreviousResponseID: e.previous,
+		Text: orRaw(e.text, `{"format":{"type":"text"}}`), ToolChoice: orRaw(e.toolChoice, `"auto"`),
+		Tools: orRaw(e.tools, `[]`), Usage: usage, Metadata: map[string]any{}}
 	if ex.instructions != "" {
 		in := ex.instructions
 		resp.Instructions = &in
@@ -102,6 +135,14 @@ func (w responsesWire) response(ex *exchange, r reply, status string, output []o
 		resp.Output = []openai.OutputItem{}
 	}
 	return resp
+}
+
+// orRaw returns v, or def when v is absent or null.
+func orRaw(v json.RawMessage, def string) json.RawMessage {
+	if len(v) == 0 || string(v) == "null" {
+		return json.RawMessage(def)
+	}
+	return v
 }
 
 // finalStatus is the status of a finished reply: "incomplete" when it
@@ -185,8 +226,8 @@ func (w responsesWire) stream(hw http.ResponseWriter, r *http.Request, ex *excha
 		if i == stopAt {
 			if p.fail {
 				// The API's own error event: no "error" member.
-				b, _ := json.Marshal(map[string]any{"type": "error", "code": "server_error",
-					"message": "The server had an error while processing your request.", "param": nil, "sequence_number": i})
+				b := fmt.Appendf(nil, `{"type":"error","sequence_number":%d,"code":"server_error","message":%q,"param":null}`,
+					i, "The server had an error while processing your request.")
 				_ = sse.Write(hw, "error", b)
 				_ = sse.Flush(hw)
 			}

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -88,6 +89,19 @@ func TestResponsesStreamIncomplete(t *testing.T) {
 	}
 	if r.Instructions.OfString != "scenario: long" {
 		t.Errorf("instructions echoed as %+v", r.Instructions)
+	}
+}
+
+// max_output_tokens below OpenAI's minimum (16) is refused as OpenAI
+// refuses it; belay's gateway leaves that to each provider.
+func TestResponsesMinimumOutputTokens(t *testing.T) {
+	_, ts := startSim(t, sim.Config{Seed: 3})
+	c := openaiClient(ts, "")
+	_, err := c.Responses.New(context.Background(), responses.ResponseNewParams{Model: "gpt-4o-mini", MaxOutputTokens: openai.Int(15),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 400 || oe.Param != "max_output_tokens" || !strings.Contains(oe.Message, ">= 16, but got 15") {
+		t.Errorf("max_output_tokens 15: %v", err)
 	}
 }
 

@@ -49,19 +49,9 @@ func opsCommands() []*cobra.Command {
 // than a new empty store, so that a kill or an approval is never written
 // where no gateway reads it. Other errors from fn are exit 1.
 func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) error) error {
-	url, err := cmd.Flags().GetString("store")
+	url, named, err := storeOf(cmd)
 	if err != nil {
-		return badInput(err)
-	}
-	named := "--store " + url
-	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" && !cmd.Flags().Changed("store") {
-		// The store of the gateway's config, as belay serve --config uses.
-		cfg, err := config.LoadWith(f.Value.String(), unresolved)
-		if err != nil {
-			return badInput(err)
-		}
-		url = cfg.Store
-		named = fmt.Sprintf("store %s (of --config %s)", url, f.Value.String())
+		return err
 	}
 	if path, ok := sqlitePath(url); ok {
 		if _, err := os.Stat(path); err != nil {
@@ -121,6 +111,26 @@ func notFound(err error, what, id string) error {
 	return err
 }
 
+// storeOf returns the store URL cmd reads: --store, else the store of
+// --config's gateway config (as belay serve --config uses), else the
+// default; named says where it came from, for messages.
+func storeOf(cmd *cobra.Command) (url, named string, err error) {
+	url, err = cmd.Flags().GetString("store")
+	if err != nil {
+		return "", "", badInput(err)
+	}
+	named = "--store " + url
+	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" && !cmd.Flags().Changed("store") {
+		cfg, err := config.LoadWith(f.Value.String(), unresolved)
+		if err != nil {
+			return "", "", badInput(err)
+		}
+		url = cfg.Store
+		named = fmt.Sprintf("store %s (of --config %s)", url, f.Value.String())
+	}
+	return url, named, nil
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -158,6 +168,14 @@ func runsCmd() *cobra.Command {
 				if len(runs) > want {
 					runs = runs[:want]
 					fmt.Fprintf(cmd.ErrOrStderr(), "(older runs not shown; --limit N shows more)\n")
+				}
+				if !cmd.Flags().Changed("store") {
+					// Which store was read, when the command line does
+					// not say (a newcomer read another gateway's runs
+					// from the default ./belay.db, its --config having
+					// no store: line).
+					_, named, _ := storeOf(cmd)
+					fmt.Fprintf(cmd.ErrOrStderr(), "(runs of %s)\n", strings.TrimPrefix(named, "--"))
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), nonNilSlice(runs))

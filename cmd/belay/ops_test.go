@@ -491,6 +491,12 @@ func TestKillChecksNames(t *testing.T) {
 		t.Errorf("flags %s\nwant %s", got, want)
 	}
 
+	// belay runs says which store it read when its command line does not
+	// (a newcomer read the default ./belay.db, not his gateway's).
+	if _, errOut, err := belayArgs(t, "runs", "--config", file); err != nil || errOut != "(runs of store "+url+" (of --config "+file+"))\n" {
+		t.Errorf("runs --config: stderr %q, %v", errOut, err)
+	}
+
 	// Unkill takes any name: the forced flag, and one never set.
 	_, _, err = belayArgs(t, "unkill", "model", "gpt-4", "--config", file)
 	wantCode(t, err, 0, "")
@@ -676,6 +682,9 @@ func TestPromptLine(t *testing.T) {
 		{"openai tool result", `[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c1","content":"{\"ok\":true}"}]`, `tool result "{\"ok\":true}"`},
 		{"anthropic", `{"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"42"}]}]}`, `tool result "42"`},
 		{"newline", `[{"role":"user","content":"a\nb"}]`, `user "a\nb"`},
+		{"responses string", `"hello there"`, `user "hello there"`},
+		{"responses instructions", `{"instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}]}`, `user "a b"`},
+		{"responses tool output", `[{"role":"user","content":"x"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"18 C"}]`, `tool result "18 C"`},
 		{"none", `[]`, ""},
 		{"absent", nil, ""},
 	} {

@@ -400,7 +400,7 @@ func answerLines(v any) []string {
 	}
 	part := func(p map[string]any) {
 		switch p["type"] {
-		case "text":
+		case "text", "output_text": // output_text: a Responses message's part
 			text(p["text"])
 			text(p["content"]) // OpenTelemetry GenAI text part
 		case "thinking":
@@ -411,8 +411,18 @@ func answerLines(v any) []string {
 			emit("(redacted thinking)")
 		case "tool_use", "server_tool_use":
 			call(p["name"], p["input"])
-		case "tool_call":
+		case "tool_call", "function_call": // function_call: a Responses output item
 			call(p["name"], p["arguments"])
+		case "reasoning": // a Responses output item: its summary, when there is one
+			if sum, ok := p["summary"].([]any); ok {
+				for _, s := range sum {
+					if sm, ok := s.(map[string]any); ok {
+						if t, ok := sm["text"].(string); ok && t != "" {
+							emit("reasoning " + quoteText(t))
+						}
+					}
+				}
+			}
 		case "refusal":
 			text(p["refusal"])
 		}
@@ -472,8 +482,10 @@ func answerLines(v any) []string {
 }
 
 // promptLine summarizes a model call's recorded input (the
-// gen_ai.input.messages attribute: OpenAI's messages array, or Anthropic's
-// {"system", "messages"}) by its last message, the one the call answers:
+// gen_ai.input.messages attribute: OpenAI's messages array, Anthropic's
+// {"system", "messages"}, or a Responses input: a string, an array of
+// items, or {"instructions", "input"}) by its last message or item, the
+// one the call answers:
 // its role and text parts, quoted and cut as answerLines cuts them (a
 // tool result says so). "" when there is none.
 func promptLine(v any) string {
@@ -485,8 +497,15 @@ func promptLine(v any) string {
 			return quoteText(s)
 		}
 	}
-	if m, ok := v.(map[string]any); ok { // Anthropic: {"system", "messages"}
-		v = m["messages"]
+	if m, ok := v.(map[string]any); ok { // Anthropic: {"system", "messages"}; Responses: {"instructions", "input"}
+		if in, ok := m["input"]; ok {
+			v = in
+		} else {
+			v = m["messages"]
+		}
+	}
+	if s, ok := v.(string); ok { // a Responses input of one string: the user's
+		return "user " + quoteText(s)
 	}
 	msgs, _ := v.([]any)
 	if len(msgs) == 0 {
@@ -495,6 +514,14 @@ func promptLine(v any) string {
 	last, _ := msgs[len(msgs)-1].(map[string]any)
 	role, _ := last["role"].(string)
 	var texts []string
+	switch last["type"] { // Responses items that are not messages
+	case "function_call_output":
+		role, last = "tool result", map[string]any{"content": last["output"]}
+	case "function_call":
+		n, _ := last["name"].(string)
+		a, _ := last["arguments"].(string)
+		return shorten("tool call " + escapeControl(n) + "(" + escapeControl(a) + ")")
+	}
 	switch c := last["content"].(type) {
 	case string:
 		texts = append(texts, c)
@@ -502,7 +529,7 @@ func promptLine(v any) string {
 		for _, p := range c {
 			pm, _ := p.(map[string]any)
 			switch pm["type"] {
-			case "text":
+			case "text", "input_text", "output_text": // input_text, output_text: Responses
 				if t, ok := pm["text"].(string); ok {
 					texts = append(texts, t)
 				}

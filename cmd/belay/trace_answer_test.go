@@ -167,3 +167,16 @@ func TestEscapeControl(t *testing.T) {
 		}
 	}
 }
+
+// A Responses answer (its output items) reads as a chat answer does: the
+// message's text, each function call, a reasoning summary (newcomer
+// finding: it printed as raw JSON).
+func TestAnswerLinesResponsesOutput(t *testing.T) {
+	got := answerLines(`[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"think"}]},` +
+		`{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Refunding now.","annotations":[]}]},` +
+		`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"issue_refund","arguments":"{\"order_id\":\"A-17\"}","status":"completed"}]`)
+	want := []string{`reasoning "think"`, `"Refunding now."`, `tool call issue_refund({"order_id":"A-17"})`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+}

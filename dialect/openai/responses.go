@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/belay-run/belay/dialect"
@@ -100,7 +101,8 @@ var inputRoles = map[string]bool{"user": true, "assistant": true, "system": true
 // and string arguments, and a function_call_output has an output;
 // function tools with names; a positive max_output_tokens. It
 // returns a *dialect.FieldError for the first problem, named as OpenAI
-// names fields ("input[1].content"). Item types it does not know
+// names fields ("input[1].content"). An item with only an id is an
+// item reference (its type is optional). Item types it does not know
 // (reasoning, item references, built-in tool calls) are the provider's to
 // judge.
 func (r *ResponsesRequest) Validate() error {
@@ -142,6 +144,7 @@ func (r *ResponsesRequest) Validate() error {
 // responsesItem holds the members of an input item that Validate and
 // Conversation read.
 type responsesItem struct {
+	ID        string          `json:"id"`
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
@@ -177,8 +180,11 @@ func checkInputItem(item []byte, path string) *dialect.FieldError {
 		if fe := checkTextParts(it.Content, path+".content"); fe != nil {
 			return fe
 		}
+	case it.Type == "" && it.ID != "":
+		// An item reference: its type is optional (openai-go's
+		// ResponseInputItemParamOfItemReference sends only the id).
 	case it.Type == "":
-		return dialect.Field(path+".type", "is required for an item that is not a message (one with a role)")
+		return dialect.Field(path+".type", "is required for an item that is not a message (one with a role) or an item reference (one with an id)")
 	case it.Type == "function_call":
 		switch {
 		case it.CallID == nil:
@@ -266,7 +272,10 @@ func (r *ResponsesRequest) Items() []ResponsesItem {
 			return
 		}
 		item := ResponsesItem{Type: it.Type, Role: it.Role}
-		if item.Type == "" {
+		switch {
+		case item.Type == "" && it.Role == "" && it.ID != "":
+			item.Type = "item_reference"
+		case item.Type == "":
 			item.Type = "message"
 		}
 		if it.CallID != nil {
@@ -480,8 +489,8 @@ type Response struct {
 	PreviousResponseID *string         `json:"previous_response_id"`
 	Store              bool            `json:"store"`
 	Text               json.RawMessage `json:"text"`
-	ToolChoice         string          `json:"tool_choice"`
-	Tools              []any           `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	Tools              json.RawMessage `json:"tools"`
 	Usage              *ResponsesUsage `json:"usage"`
 	Metadata           map[string]any  `json:"metadata"`
 }
@@ -541,18 +550,26 @@ func ResponsesErrorEvent(errType, code, message string, seq int64) []byte {
 // Keep, the answer. The zero value is ready to use; it is not safe for
 // concurrent use.
 type ResponsesAccumulator struct {
-	// Keep, when set before the first Add, keeps the answer for Answer,
-	// up to dialect.KeepMax bytes.
+	// Keep, when set before the first Add, keeps the answer for Answer:
+	// the output items, up to dialect.KeepMax bytes in all.
 	Keep bool
 
 	usage   *ResponsesUsage
 	chars   int64
 	seq     int64
 	seqSeen bool
-	final   json.RawMessage   // the final response's output
-	done    []json.RawMessage // output items done, before a final response
-	text    []byte            // the text of the message item in progress
-	budget  dialect.KeepBudget
+	final   json.RawMessage   // the final response's output, when it fits
+	done    []json.RawMessage // output items done
+	open    []*openItem       // items begun and not done, in order
+	kept    int64             // bytes of done, and of open items' text
+	dropped int64             // bytes left out past dialect.KeepMax
+}
+
+// openItem is an output item the stream has begun: a message (its text
+// so far) or a function call (its arguments so far).
+type openItem struct {
+	id, typ, callID, name string
+	text                  []byte
 }
 
 // responsesEvent holds the members of a stream event the accumulator reads.
@@ -560,6 +577,7 @@ type responsesEvent struct {
 	Type           string          `json:"type"`
 	SequenceNumber *int64          `json:"sequence_number"`
 	Delta          json.RawMessage `json:"delta"`
+	ItemID         string          `json:"item_id"`
 	Item           json.RawMessage `json:"item"`
 	Response       *struct {
 		Usage  *ResponsesUsage `json:"usage"`
@@ -581,26 +599,72 @@ func (a *ResponsesAccumulator) Add(data []byte) {
 		var d string
 		if json.Unmarshal(ev.Delta, &d) == nil {
 			a.chars += int64(len(d))
-			if a.Keep && ev.Type == "response.output_text.delta" {
-				a.budget.Append(&a.text, d)
+			if a.Keep && (ev.Type == "response.output_text.delta" || ev.Type == "response.refusal.delta" ||
+				ev.Type == "response.function_call_arguments.delta") {
+				a.keepDelta(ev.ItemID, d)
 			}
 		}
-	case ev.Type == "response.output_item.done" && a.Keep && len(ev.Item) > 0:
-		if int64(len(ev.Item)) <= dialect.KeepMax {
-			a.done = append(a.done, ev.Item)
+	case !a.Keep:
+	case ev.Type == "response.output_item.added":
+		var it struct {
+			ID     string `json:"id"`
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
 		}
-		a.text = nil
+		if json.Unmarshal(ev.Item, &it) == nil && (it.Type == "message" || it.Type == "function_call") {
+			a.open = append(a.open, &openItem{id: it.ID, typ: it.Type, callID: it.CallID, name: it.Name})
+		}
+	case ev.Type == "response.output_item.done" && len(ev.Item) > 0:
+		var it struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(ev.Item, &it)
+		for i, o := range a.open {
+			if o.id == it.ID {
+				a.kept -= int64(len(o.text))
+				a.open = append(a.open[:i:i], a.open[i+1:]...)
+				break
+			}
+		}
+		if a.kept+int64(len(ev.Item)) > dialect.KeepMax {
+			a.dropped += int64(len(ev.Item))
+			return
+		}
+		a.kept += int64(len(ev.Item))
+		a.done = append(a.done, ev.Item)
 	case ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed":
-		if ev.Response != nil {
-			if ev.Response.Usage != nil {
-				u := *ev.Response.Usage
-				a.usage = &u
-			}
-			if a.Keep {
-				a.final = ev.Response.Output
-			}
+		if ev.Response != nil && int64(len(ev.Response.Output)) <= dialect.KeepMax {
+			a.final = ev.Response.Output
 		}
 	}
+	if ev.Response != nil && ev.Response.Usage != nil &&
+		(ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed") {
+		u := *ev.Response.Usage
+		a.usage = &u
+	}
+}
+
+// keepDelta adds delta d to the open item id (the latest open item when
+// the event names none), within dialect.KeepMax.
+func (a *ResponsesAccumulator) keepDelta(id string, d string) {
+	var o *openItem
+	for i := len(a.open) - 1; i >= 0; i-- {
+		if id == "" || a.open[i].id == id {
+			o = a.open[i]
+			break
+		}
+	}
+	if o == nil { // a delta of an item whose beginning was not seen
+		o = &openItem{id: id, typ: "message"}
+		a.open = append(a.open, o)
+	}
+	if a.kept+int64(len(d)) > dialect.KeepMax {
+		a.dropped += int64(len(d))
+		return
+	}
+	a.kept += int64(len(d))
+	o.text = append(o.text, d...)
 }
 
 // Usage returns the usage of the final response event; ok is false
@@ -628,24 +692,35 @@ func (a *ResponsesAccumulator) NextSequence() int64 {
 }
 
 // Answer returns the kept answer as a response's output array: the final
-// response's, or the items done so far and the text of a message item in
-// progress; nil without Keep or before any output.
+// response's (when it came, within dialect.KeepMax), or the items done so
+// far and those begun, with what they had (a message's text, a function
+// call's arguments) and status "incomplete"; a last message item says
+// how many bytes were left out past dialect.KeepMax. nil without Keep or
+// before any output.
 func (a *ResponsesAccumulator) Answer() []byte {
 	if !a.Keep {
 		return nil
 	}
-	if len(a.final) > 0 {
+	if len(a.final) > 0 && a.dropped == 0 {
 		return a.final
 	}
-	items := a.done
-	if len(a.text) > 0 {
-		text := string(a.text)
-		if n := a.budget.Dropped(); n > 0 {
-			text += dialect.DroppedNote(n)
+	items := slices.Clone(a.done)
+	for _, o := range a.open {
+		var b []byte
+		switch o.typ {
+		case "function_call":
+			args := string(o.text)
+			b, _ = json.Marshal(OutputItem{Type: "function_call", ID: o.id, Status: "incomplete", CallID: o.callID, Name: o.name, Arguments: &args})
+		default:
+			b, _ = json.Marshal(OutputItem{Type: "message", ID: o.id, Status: "incomplete", Role: "assistant",
+				Content: []OutputPart{{Type: "output_text", Text: string(o.text), Annotations: []any{}}}})
 		}
+		items = append(items, b)
+	}
+	if a.dropped > 0 {
 		b, _ := json.Marshal(OutputItem{Type: "message", Status: "incomplete", Role: "assistant",
-			Content: []OutputPart{{Type: "output_text", Text: text, Annotations: []any{}}}})
-		items = append(items[:len(items):len(items)], b)
+			Content: []OutputPart{{Type: "output_text", Text: dialect.DroppedNote(a.dropped), Annotations: []any{}}}})
+		items = append(items, b)
 	}
 	if len(items) == 0 {
 		return nil

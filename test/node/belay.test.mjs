@@ -347,6 +347,23 @@ test('responses, streaming: a stream cut after output started ends with an APIEr
   assert.equal(calls.length, 1);
 });
 
+test("responses, streaming: a provider's error event after output started is an APIError", async () => {
+  const { c, calls } = client();
+  const stream = await c.responses.create({ model: MODEL, input: 'node-test: stream error', stream: true });
+  let text = '';
+  try {
+    for await (const ev of stream) {
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+    }
+    assert.fail(`the stream ended cleanly after ${JSON.stringify(text)}; want an error`);
+  } catch (err) {
+    assert.ok(err instanceof OpenAI.APIError, `want APIError, got ${err?.constructor?.name}: ${err}`);
+    assert.match(err.message, /The server had an error while processing your request/);
+  }
+  assert.ok(text.length > 0, 'some text arrived before the error');
+  assert.equal(calls.length, 1);
+});
+
 // Last: it leaves failures on both deployments' breakers.
 test('persistent server errors: belay retries and falls back, then a 5xx the SDK does not retry', async () => {
   const { c, calls } = client();
