@@ -196,6 +196,9 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (c *call) serve() (int, error) {
 	s := c.s
 	// identify
+	if fe := unknownHeader(c.r); fe != nil {
+		return c.refuse(fe)
+	}
 	clientID, fe := runID(c.r, !s.tenants.open)
 	if fe != nil {
 		return c.refuse(fe)

@@ -23,6 +23,10 @@ const (
 	HeaderMaxTurns   = "X-Belay-Max-Turns"
 	HeaderDeadline   = "X-Belay-Deadline"
 	HeaderMaxCostUSD = "X-Belay-Max-Cost-Usd"
+	// HeaderMaxTokens lowers the run's token limit (limits.max_tokens:
+	// input and output tokens of all its calls), as the other limit
+	// headers lower theirs.
+	HeaderMaxTokens = "X-Belay-Max-Tokens"
 	// HeaderAgent names the agent making the call: the run's agent
 	// (store.Run.Agent, the AGENT column of belay runs, the run span's
 	// gen_ai.agent.name) when the call starts its run; a run's agent is
@@ -39,14 +43,15 @@ const (
 	HeaderShouldRetry = "X-Should-Retry"
 
 	// HeaderLimitsOverridden names each limit the request asked for
-	// (X-Belay-Max-Turns, X-Belay-Deadline, X-Belay-Max-Cost-Usd) that
-	// does not apply as asked, with the value that applies instead:
-	// comma-separated name=value pairs, in this order,
+	// (X-Belay-Max-Turns, X-Belay-Deadline, X-Belay-Max-Cost-Usd,
+	// X-Belay-Max-Tokens) that does not apply as asked, with the value
+	// that applies instead: comma-separated name=value pairs, in this
+	// order,
 	//
-	//	X-Belay-Limits-Overridden: max-turns=50, deadline=300, max-cost-usd=1.00
+	//	X-Belay-Limits-Overridden: max-turns=50, deadline=300, max-cost-usd=1.00, max-tokens=100000
 	//
 	// Names are the request headers' without "X-Belay-"; values are in
-	// their units (turns, seconds, USD), or "none" for no limit.
+	// their units (turns, seconds, USD, tokens), or "none" for no limit.
 	//
 	// A request can only lower its tenant's limits: a value above one is
 	// capped at it. And a run's limits are fixed by its first request: on
@@ -206,6 +211,16 @@ func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits,
 			l.MaxTurns = n
 		}
 	}
+	if v := r.Header.Get(HeaderMaxTokens); v != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 1 {
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive integer", HeaderMaxTokens, v))
+		}
+		asked.MaxTokens = n
+		if l.MaxTokens == 0 || n < l.MaxTokens {
+			l.MaxTokens = n
+		}
+	}
 	if v := r.Header.Get(HeaderDeadline); v != "" {
 		d, err := config.ParseDuration(v)
 		if err != nil || d == 0 {
@@ -253,7 +268,32 @@ func limitsOverridden(asked, apply config.Limits) string {
 	if asked.MaxCostUSD != 0 && asked.MaxCostUSD != apply.MaxCostUSD {
 		add("max-cost-usd", apply.MaxCostUSD != 0, apply.MaxCostUSD.V().Decimal())
 	}
+	if asked.MaxTokens != 0 && asked.MaxTokens != apply.MaxTokens {
+		add("max-tokens", apply.MaxTokens != 0, strconv.FormatInt(apply.MaxTokens, 10))
+	}
 	return b.String()
+}
+
+// requestHeaders are the X-Belay-* request headers belay reads.
+var requestHeaders = []string{HeaderRunID, HeaderAgent, HeaderMaxTurns, HeaderDeadline, HeaderMaxCostUSD, HeaderMaxTokens}
+
+// unknownHeader refuses a request that sends an X-Belay-* header belay
+// does not read: a misspelt limit (X-Belay-Max-Turn) would otherwise not
+// apply, without a word (a newcomer's X-Belay-Max-Tokens, before belay
+// read it, was ignored so).
+func unknownHeader(r *http.Request) *failure.Error {
+	for k := range r.Header {
+		if len(k) > len("X-Belay-") && strings.EqualFold(k[:len("X-Belay-")], "X-Belay-") {
+			known := false
+			for _, h := range requestHeaders {
+				known = known || strings.EqualFold(k, h)
+			}
+			if !known {
+				return refusal(failure.InvalidRequest, fmt.Sprintf("unknown header %s: belay reads %s", k, strings.Join(requestHeaders, ", ")))
+			}
+		}
+	}
+	return nil
 }
 
 // refusal is a failure belay decides itself. Its kind is the reason's,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,37 @@ func TestLimitsOfALaterRequestAreTheRuns(t *testing.T) {
 	}
 	if got := ae.Response.Header.Get(limitsHeader); got != "max-turns=2" {
 		t.Errorf("anthropic call of the run: %s %q, want max-turns=2", limitsHeader, got)
+	}
+}
+
+// X-Belay-Max-Tokens lowers the run's token limit as the other limit
+// headers lower theirs, and a token limit then refuses the call whose
+// reservation does not fit (newcomer finding: the header was ignored,
+// without a word). An X-Belay-* header belay does not read is refused,
+// naming those it reads: a misspelt limit would not apply.
+func TestMaxTokensHeaderAndUnknownHeaders(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	resp, body := h.post("/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"X-Belay-Run-Id": "tok-1", "X-Belay-Max-Tokens": "1000"})
+	if resp.StatusCode != 200 || resp.Header.Get(limitsHeader) != "" {
+		t.Fatalf("%d %s (%s %q)", resp.StatusCode, body, limitsHeader, resp.Header.Get(limitsHeader))
+	}
+	h.quiesce()
+	if r := h.record("tok-1"); r.Limits.MaxTokens != 1000 {
+		t.Errorf("run limits %+v, want max_tokens 1000", r.Limits)
+	}
+	// No output limit: the 4,096 tokens reserved do not fit in 50.
+	resp, body = h.post("/v1/responses", `{"model":"gpt-4o-mini","input":"hi"}`, map[string]string{"X-Belay-Max-Tokens": "50"})
+	if resp.StatusCode != 402 || !strings.Contains(body, "max_output_tokens") {
+		t.Errorf("a call past the token limit: %d %s", resp.StatusCode, body)
+	}
+	for hdr, want := range map[string]string{
+		"X-Belay-Max-Tokens": `X-Belay-Max-Tokens: \"lots\" is not a positive integer`,
+		"X-Belay-Max-Turn":   "unknown header X-Belay-Max-Turn: belay reads X-Belay-Run-Id, X-Belay-Agent, X-Belay-Max-Turns, X-Belay-Deadline, X-Belay-Max-Cost-Usd, X-Belay-Max-Tokens",
+	} {
+		resp, body := h.post("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, map[string]string{hdr: "lots"})
+		if resp.StatusCode != 400 || !strings.Contains(body, want) || resp.Header.Get("X-Should-Retry") != "false" {
+			t.Errorf("%s: %d %s, want 400 with %q", hdr, resp.StatusCode, body, want)
+		}
 	}
 }
