@@ -126,17 +126,24 @@ func addPart(s *dialect.PromptSize, p []byte) {
 	case `"refusal"`:
 		s.AddText(refusal)
 	case `"image_url"`:
-		if string(member(image, "detail")) == `"low"` {
-			s.AddMedia(dialect.OpenAILowDetailImageTokens)
-		} else {
-			s.AddMedia(dialect.OpenAIImageTokens)
-		}
+		addImage(s, member(image, "detail"))
 	case `"input_audio"`:
 		s.AddMedia(dialect.EstimateAudioTokens(int64(dialect.StringLen(member(audio, "data")))))
 	case `"file"`:
 		s.AddMedia(dialect.EstimateDocumentTokens(dataURLLen(member(file, "file_data"))))
 	default:
 		s.AddJSON(p)
+	}
+}
+
+// addImage adds an image of detail (its JSON value, nil when unset):
+// dialect.OpenAILowDetailImageTokens for "low", else
+// dialect.OpenAIImageTokens.
+func addImage(s *dialect.PromptSize, detail []byte) {
+	if string(detail) == `"low"` {
+		s.AddMedia(dialect.OpenAILowDetailImageTokens)
+	} else {
+		s.AddMedia(dialect.OpenAIImageTokens)
 	}
 }
 

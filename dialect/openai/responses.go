@@ -404,11 +404,7 @@ func addResponsesPart(s *dialect.PromptSize, p []byte) {
 	case `"input_text"`, `"output_text"`, `"text"`:
 		s.AddText(text)
 	case `"input_image"`:
-		if string(detail) == `"low"` {
-			s.AddMedia(dialect.OpenAILowDetailImageTokens)
-		} else {
-			s.AddMedia(dialect.OpenAIImageTokens)
-		}
+		addImage(s, detail)
 	case `"input_file"`:
 		s.AddMedia(dialect.EstimateDocumentTokens(dataURLLen(fileData)))
 	default:
