@@ -82,6 +82,9 @@ type request struct {
 	// limitField names the request member that sets maxOutput in the
 	// client's dialect, for refusals that advise setting it.
 	limitField string
+	// api is the OpenAI API called (trace.AttrOpenAIAPIType), "" for
+	// Anthropic's.
+	api string
 	// body is what is sent upstream (the model is rewritten per
 	// deployment).
 	body []byte

@@ -261,7 +261,7 @@ func (c *call) serve() (int, error) {
 	// admit
 	turn, err := s.runs.Admit(c.r.Context(), Admission{
 		RunID: id, Named: c.r.Header.Get(HeaderRunID) == "", Tenant: tenant.Name, Agent: agent, TenantBudget: tenant.Budget, Limits: limits,
-		Alias: req.model, Dialect: string(c.f.dialect()), Chain: c.chain,
+		Alias: req.model, Dialect: string(c.f.dialect()), API: req.api, Chain: c.chain,
 		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, OutputLimitField: req.limitField,
 		CacheWrites: req.cacheWrites, Stream: req.stream,
 	})

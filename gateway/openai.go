@@ -24,7 +24,7 @@ func (openAIFront) parse(body []byte) (*request, error) {
 		return nil, err
 	}
 	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimatePromptTokens(r), body: body,
-		limitField: "max_completion_tokens (or max_tokens)"}
+		limitField: "max_completion_tokens (or max_tokens)", api: "chat_completions"}
 	if n, ok := openai.MaxOutputTokens(r); ok {
 		out.maxOutput = n
 	}

@@ -42,7 +42,7 @@ func (responsesFront) parse(body []byte) (*request, error) {
 			"GET /v1/responses/{id}, which belay does not relay, and its cost would go unrecorded; send the request without it")
 	}
 	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimateResponsesPromptTokens(r), body: body,
-		limitField: "max_output_tokens"}
+		limitField: "max_output_tokens", api: "responses"}
 	if n, ok := r.MaxOutput(); ok {
 		out.maxOutput = n
 	}

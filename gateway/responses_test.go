@@ -13,6 +13,7 @@ import (
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/sim"
+	"github.com/belay-run/belay/trace"
 )
 
 var responsesWeather = responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{
@@ -120,6 +121,22 @@ func TestResponsesStream(t *testing.T) {
 	run := h.record(resp.Header.Get("X-Belay-Run-Id"))
 	if run.InputTokens != final.Usage.InputTokens || run.OutputTokens != final.Usage.OutputTokens || run.Cost <= 0 {
 		t.Errorf("run %+v; the stream reported %+v", run, final.Usage)
+	}
+
+	// The model span says which OpenAI API the call used (the GenAI
+	// conventions' openai.api.type), as a chat call's says its own.
+	chat, _ := h.post("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, nil)
+	h.quiesce()
+	for id, want := range map[string]string{resp.Header.Get("X-Belay-Run-Id"): "responses", chat.Header.Get("X-Belay-Run-Id"): "chat_completions"} {
+		got := "no model span"
+		for _, sp := range storedSpans(t, h.stack, id) {
+			if sp.Kind == trace.KindModel {
+				got, _ = sp.Attrs[trace.AttrOpenAIAPIType].(string)
+			}
+		}
+		if got != want {
+			t.Errorf("run %s: openai.api.type %q, want %q", id, got, want)
+		}
 	}
 }
 

@@ -153,7 +153,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	out := cmp.Or(a.MaxOutputTokens, DefaultReserveOutputTokens)
 	first := a.Chain[0]
 	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
-		Alias: a.Alias, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
+		Alias: a.Alias, API: a.API, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
 		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out, a.CacheWrites)})
 	if fe := failure.As(err); fe != nil {
 		switch {

@@ -45,9 +45,12 @@ type Admission struct {
 	// Limits are the run's effective limits: the tenant's, lowered by the
 	// request's X-Belay-* headers.
 	Limits config.Limits
-	// Alias is the model alias the client named; Dialect the client's.
+	// Alias is the model alias the client named; Dialect the client's;
+	// API the OpenAI API it called ("chat_completions", "responses"; ""
+	// for Anthropic's), for the step's span.
 	Alias   string
 	Dialect string
+	API     string
 	// Chain is the alias's deployments in the client's dialect, in order;
 	// the reservation is priced on the most expensive of them.
 	Chain []route.Deployment

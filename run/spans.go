@@ -148,6 +148,9 @@ func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimat
 	if a.step.Alias != "" {
 		attrs[trace.AttrAlias] = a.step.Alias
 	}
+	if a.step.API != "" {
+		attrs[trace.AttrOpenAIAPIType] = a.step.API
+	}
 	if estimated {
 		attrs[trace.AttrCostEstimated] = true
 	}

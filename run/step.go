@@ -30,11 +30,15 @@ const (
 // price it stays zero). EstimatedTokens counts against Limits.MaxTokens;
 // zero means PromptTokens + MaxOutputTokens.
 type Step struct {
-	Kind            Kind
-	Provider        string
-	Model           string
-	Alias           string
-	Deployment      string
+	Kind       Kind
+	Provider   string
+	Model      string
+	Alias      string
+	Deployment string
+	// API is the OpenAI API a model step calls, "chat_completions" or
+	// "responses", for its span's openai.api.type; "" for other
+	// providers' calls.
+	API             string
 	Tool            string
 	EstimatedCost   budget.USD
 	EstimatedTokens int64

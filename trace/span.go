@@ -76,6 +76,10 @@ const (
 	AttrOutputMessages    = "gen_ai.output.messages"
 	AttrErrorType         = "error.type"
 	AttrResponseID        = "gen_ai.response.id"
+	// AttrOpenAIAPIType is the OpenAI API a model call used:
+	// "chat_completions" or "responses" (the GenAI conventions for
+	// OpenAI, openai.api.type).
+	AttrOpenAIAPIType = "openai.api.type"
 
 	AttrFailureKind    = "belay.failure.kind"
 	AttrFailureReason  = "belay.failure.reason"

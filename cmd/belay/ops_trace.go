@@ -647,6 +647,9 @@ func keyAttrs(a map[string]any) []string {
 	add("status", trace.AttrRunStatus)
 	add("stop_reason", trace.AttrStopReason)
 	add("model", trace.AttrResponseModel, trace.AttrRequestModel)
+	if a[trace.AttrOpenAIAPIType] == "responses" { // chat completions, the usual API, go without a word
+		out = append(out, "api=responses")
+	}
 	add("deployment", trace.AttrDeployment)
 	add("attempt", trace.AttrAttempt)
 	_, in := a[trace.AttrInputTokens]

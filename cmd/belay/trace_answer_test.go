@@ -13,6 +13,7 @@ import (
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/store/open"
+	"github.com/belay-run/belay/trace"
 )
 
 // A run whose call failed upstream and whose next call was refused with
@@ -178,5 +179,19 @@ func TestAnswerLinesResponsesOutput(t *testing.T) {
 	want := []string{`reasoning "think"`, `"Refunding now."`, `tool call issue_refund({"order_id":"A-17"})`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines %q, want %q", got, want)
+	}
+}
+
+// A model call through the Responses API says so in trace show
+// (newcomer finding: every call read "chat MODEL", whichever API it
+// used); a chat completion's line is as it was.
+func TestKeyAttrsNameTheResponsesAPI(t *testing.T) {
+	got := strings.Join(keyAttrs(map[string]any{trace.AttrRequestModel: "gpt-4o-mini", trace.AttrOpenAIAPIType: "responses"}), " ")
+	if got != "model=gpt-4o-mini api=responses" {
+		t.Errorf("responses: %q", got)
+	}
+	got = strings.Join(keyAttrs(map[string]any{trace.AttrRequestModel: "gpt-4o-mini", trace.AttrOpenAIAPIType: "chat_completions"}), " ")
+	if got != "model=gpt-4o-mini" {
+		t.Errorf("chat completions: %q", got)
 	}
 }
