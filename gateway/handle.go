@@ -196,9 +196,6 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (c *call) serve() (int, error) {
 	s := c.s
 	// identify
-	if fe := unknownHeader(c.r); fe != nil {
-		return c.refuse(fe)
-	}
 	clientID, fe := runID(c.r, !s.tenants.open)
 	if fe != nil {
 		return c.refuse(fe)
@@ -209,6 +206,9 @@ func (c *call) serve() (int, error) {
 	}
 	tenant, fe := s.tenants.identify(c.r)
 	if fe != nil {
+		return c.refuse(fe)
+	}
+	if fe := unknownHeader(c.r); fe != nil { // after the key: a bad key is 401 whatever else is wrong
 		return c.refuse(fe)
 	}
 	c.tenant = tenant

@@ -126,18 +126,19 @@ type misdirecter interface {
 
 // misdirected marks, on a copy, the failures of a Responses call that
 // are its place's (failure.Error.Misdirected): a 404 (the deployment
-// does not serve the Responses API, or not at that path), and a refusal
-// naming provider-kept state the deployment's account lacks (OpenAI's
-// 400 previous_response_not_found; any *_not_found code but
-// model_not_found, or an error whose param is previous_response_id or
-// conversation). Such a failure falls back to the next deployment
-// (Degraded: the state may be in another account) and is not counted by
-// the deployment's breaker: an adversarial review found three Responses
-// calls to a chat-only deployment open its breaker for chat calls too.
+// does not serve the Responses API, or not at that path), and a 4xx
+// saying that provider-kept state is not in the deployment's account
+// (OpenAI's 400 previous_response_not_found: any *_not_found code but
+// model_not_found; see missingState). Such a failure falls back to the
+// next deployment (Degraded: the state may be in another account) and is
+// not counted by the deployment's breaker: an adversarial review found
+// three Responses calls to a chat-only deployment open its breaker for
+// chat calls too. A refusal of the state for another reason (a malformed
+// conversation, a response stored with store=false) is the request's
+// own, and stops the chain as any 400 does (a second review: a client's
+// malformed conversation was sent to every deployment).
 func (responsesFront) misdirected(fe *failure.Error) *failure.Error {
-	state := fe.Param == "previous_response_id" || fe.Param == "conversation" ||
-		strings.HasSuffix(fe.ProviderCode, "_not_found") && fe.ProviderCode != "model_not_found"
-	if fe.Status != http.StatusNotFound && !(state && fe.Status >= 400 && fe.Status < 500) {
+	if fe.Status != http.StatusNotFound && !(missingState(fe) && fe.Status >= 400 && fe.Status < 500) {
 		return fe
 	}
 	cp := *fe
@@ -148,14 +149,24 @@ func (responsesFront) misdirected(fe *failure.Error) *failure.Error {
 	return &cp
 }
 
+// missingState reports whether fe says that state the provider keeps
+// (a previous response, a conversation) is not there: a *_not_found code
+// other than model_not_found.
+func missingState(fe *failure.Error) bool {
+	return strings.HasSuffix(fe.ProviderCode, "_not_found") && fe.ProviderCode != "model_not_found"
+}
+
 // preferTransient returns the failure a Responses call reports when its
 // chain ended on a misdirected refusal (err): the latest transient
 // failure of another deployment, when there was one, since that
 // deployment may hold the state the refusal says is missing, and a
 // retry may reach it (an adversarial review: a 500 from the account
 // that kept the previous response was reported as the fallback's
-// "previous response not found", which the SDK does not retry). The
-// refusal is named in its message.
+// "previous response not found", which the SDK does not retry; the
+// refusal is named in its message); else, when err is a plain 404 (a
+// deployment without the Responses API), the latest refusal saying the
+// state is missing, which tells the client to resend it (a second
+// review: "Unknown request URL" hid previous_response_not_found).
 func preferTransient(err error, res *route.Result) error {
 	fe := failure.As(err)
 	if fe == nil || !fe.Misdirected {
@@ -168,6 +179,13 @@ func preferTransient(err error, res *route.Result) error {
 			cp := *f
 			cp.Message = fmt.Sprintf("%s (then deployment %s refused the call: %s)", f.Message, fe.Deployment, fe.Message)
 			return &cp
+		}
+	}
+	if !missingState(fe) {
+		for i := len(atts) - 1; i >= 0; i-- {
+			if f := atts[i].Failure; f != nil && f.Misdirected && missingState(f) {
+				return f
+			}
 		}
 	}
 	return err
@@ -207,6 +225,11 @@ func (s *responsesStream) errorEvent(e *failure.Error) []byte {
 // loops ended without an error). Every member the provider sent is kept.
 func (s *responsesStream) raisable(ev failure.SSEEvent, fe *failure.Error) []byte {
 	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 || data[0] != '{' {
+		// JSON but not an object ("upstream overloaded"): no member can
+		// be added; belay's own error event says it.
+		return s.errorEvent(fe)
+	}
 	var top struct {
 		Error json.RawMessage `json:"error"`
 	}

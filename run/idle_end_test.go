@@ -12,6 +12,7 @@ import (
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
+	"github.com/belay-run/belay/trace"
 )
 
 // With EndIdle (the gateway's setting), a run nobody uses for IdleTTL ends
@@ -172,6 +173,8 @@ func TestEndAbandonedRuns(t *testing.T) {
 			{ID: "abandoned", Tenant: "acme", Status: store.RunRunning, Started: time.Now(),
 				Limits: store.Limits{Deadline: 5 * time.Minute, MaxTurns: 3}},
 			{ID: "no-deadline", Tenant: "acme", Status: store.RunRunning, Started: time.Now()},
+			{ID: "answered", Tenant: "acme", Status: store.RunRunning, Started: time.Now(),
+				Limits: store.Limits{Deadline: 5 * time.Minute}},
 		} {
 			if err := st.CreateRun(ctx, rec); err != nil {
 				t.Fatal(err)
@@ -186,7 +189,18 @@ func TestEndAbandonedRuns(t *testing.T) {
 			}
 		}
 
-		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: &recSink{}, KillPoll: -1,
+		// "answered" had two model calls, its last one answered 2s in (a
+		// gateway stopped cleanly with the run idle): it ends succeeded,
+		// then, not failed at its deadline.
+		answered := time.Now().Add(2 * time.Second)
+		if err := st.WriteSpans(ctx, []trace.Span{
+			{RunID: "answered", SpanID: "m1", Kind: trace.KindModel, Start: time.Now(), End: time.Now().Add(time.Second), Status: trace.StatusError},
+			{RunID: "answered", SpanID: "m2", Kind: trace.KindModel, Start: time.Now().Add(time.Second), End: answered, Status: trace.StatusOK},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		sink := &recSink{}
+		m, err := NewManager(Config{Store: st, Pricing: testPricing(t), Sink: sink, KillPoll: -1,
 			ExpireEvery: time.Minute, IdleTTL: 10 * time.Minute, EndIdle: true})
 		if err != nil {
 			t.Fatal(err)
@@ -206,6 +220,17 @@ func TestEndAbandonedRuns(t *testing.T) {
 		}
 		if rec, _ := st.GetRun(ctx, "no-deadline"); rec.Status != store.RunRunning {
 			t.Fatalf("a run without a deadline: %+v, want left running", rec)
+		}
+		if rec, _ := st.GetRun(ctx, "answered"); rec.Status != store.RunSucceeded || !rec.Ended.Equal(answered) || rec.Error != "" {
+			t.Fatalf("a run whose last call answered: %+v, want succeeded at that call's end", rec)
+		}
+		// Each ended run's span, closed with its status.
+		got := map[string]trace.Status{}
+		for _, sp := range sink.byKind(trace.KindRun) {
+			got[sp.RunID] = sp.Status
+		}
+		if got["answered"] != trace.StatusOK || got["abandoned"] != trace.StatusError || len(got) != 2 {
+			t.Errorf("run spans recorded: %v", got)
 		}
 	})
 }

@@ -263,9 +263,14 @@ const abandonedPages = 10
 // serving any more: their deadline passed more than IdleTTL ago (no step
 // is admitted after it, and the one that held them would have ended them),
 // and this process does not hold them. The process that served them
-// stopped or crashed. They end failed, at their deadline, with an error
-// that says so; runs without a deadline are left as they are. With
+// stopped or crashed. Each ends as an idle run does, by its last model
+// call's outcome (its span in the store): succeeded at that call's end
+// when it succeeded; otherwise failed, at its deadline, with an error that
+// says so (so does a run whose calls left no span). Its run span is
+// written too. Runs without a deadline are left as they are. With
 // EndIdle only (the gateway); a store error leaves them for the next tick.
+// (A newcomer's agent runs, all answered, read "failed: abandoned" after
+// a clean restart of their gateway.)
 func (m *Manager) endAbandoned(ctx context.Context) {
 	saver, ok := m.st.(store.RunSaver)
 	if !ok || m.cfg.IdleTTL <= 0 {
@@ -289,8 +294,19 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 			turns, cost := ledgerScopes(rec.ID)
 			rec.Status, rec.Ended = store.RunFailed, deadline
 			rec.Error = fmt.Sprintf("abandoned: no process held the run when its deadline (%v) passed", rec.Limits.Deadline)
+			if last, ok := m.lastModelSpan(ctx, rec.ID); ok {
+				if last.Status == trace.StatusOK {
+					rec.Status, rec.Ended, rec.Error = store.RunSucceeded, last.End, ""
+				} else {
+					rec.Error += "; its last model call failed"
+				}
+			}
 			if err := saver.SaveRun(ctx, rec, turns, cost); err != nil {
 				m.log.Warn("run: ending an abandoned run failed", "run_id", rec.ID, "err", err)
+				continue
+			}
+			if saved, err := m.st.GetRun(ctx, rec.ID); err == nil { // its counts, as the ledger raised them
+				m.sink.Record(runSpanOf(saved, false, 0, nil))
 			}
 		}
 		if len(runs) < 100 {
@@ -298,6 +314,29 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 		}
 		before = runs[len(runs)-1].Started
 	}
+}
+
+// lastModelSpan returns the latest-ending closed model span of run id in
+// the store; false when there is none or the store cannot say.
+func (m *Manager) lastModelSpan(ctx context.Context, id string) (trace.Span, bool) {
+	sr, ok := m.st.(interface {
+		RunSpans(context.Context, string) ([]trace.Span, error)
+	})
+	if !ok {
+		return trace.Span{}, false
+	}
+	spans, err := sr.RunSpans(ctx, id)
+	if err != nil {
+		return trace.Span{}, false
+	}
+	var last trace.Span
+	found := false
+	for _, s := range spans {
+		if s.Kind == trace.KindModel && !s.End.IsZero() && (!found || s.End.After(last.End)) {
+			last, found = s, true
+		}
+	}
+	return last, found
 }
 
 // Holds reports whether this process has run id in memory: running, or

@@ -8,6 +8,7 @@ import (
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/trace"
 )
 
@@ -57,7 +58,13 @@ func failAttrs(attrs map[string]any, err error) {
 func (r *Run) runSpan() trace.Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec := r.rec
+	return runSpanOf(r.rec, r.costEstimated, r.eventsDropped, r.events)
+}
+
+// runSpanOf is the run span of record rec: "invoke_agent {agent}", with
+// its events (copied) and, when set, its estimated cost and the count of
+// events dropped.
+func runSpanOf(rec store.Run, costEstimated bool, eventsDropped int64, events []trace.Event) trace.Span {
 	name := "invoke_agent"
 	if rec.Agent != "" {
 		name += " " + rec.Agent
@@ -76,11 +83,11 @@ func (r *Run) runSpan() trace.Span {
 	if rec.Agent != "" {
 		attrs[trace.AttrAgentName] = rec.Agent
 	}
-	if r.costEstimated {
+	if costEstimated {
 		attrs[trace.AttrCostEstimated] = true
 	}
-	if r.eventsDropped > 0 {
-		attrs["belay.run.events_dropped"] = r.eventsDropped
+	if eventsDropped > 0 {
+		attrs["belay.run.events_dropped"] = eventsDropped
 	}
 	status := trace.StatusUnset
 	switch rec.Status {
@@ -96,11 +103,10 @@ func (r *Run) runSpan() trace.Span {
 	if rec.Error != "" { // why it stopped or failed: the limit and the amounts
 		attrs[trace.AttrFailureMessage] = rec.Error
 	}
-	traceID, spanID := r.traceIDs()
 	return trace.Span{
-		TraceID: traceID, SpanID: spanID, RunID: r.id, Kind: trace.KindRun, Name: name,
+		TraceID: traceIDFor(rec.ID), SpanID: runSpanIDFor(rec.ID), RunID: rec.ID, Kind: trace.KindRun, Name: name,
 		Start: rec.Started, End: rec.Ended, Status: status, Attrs: attrs,
-		Events: slices.Clone(r.events),
+		Events: slices.Clone(events),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -188,7 +189,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		}
 	}
 	if s.EstimatedTokens == 0 {
-		s.EstimatedTokens = s.PromptTokens + s.MaxOutputTokens
+		s.EstimatedTokens = addTokens(s.PromptTokens, s.MaxOutputTokens)
 	}
 	now := r.m.now()
 	a := &Admitted{r: r, step: s, start: now, spanID: newSpanID()}
@@ -646,7 +647,7 @@ func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 	}
 	if lim.MaxTokens > 0 && (s.Kind == KindModel || s.EstimatedTokens > 0) {
 		used := r.rec.InputTokens + r.rec.OutputTokens + r.pending
-		if used >= lim.MaxTokens || used+s.EstimatedTokens > lim.MaxTokens {
+		if used >= lim.MaxTokens || s.EstimatedTokens > lim.MaxTokens-used {
 			return refusal(failure.BudgetExceeded, "token limit: %d used or in flight, %d estimated, limit %d",
 				used, s.EstimatedTokens, lim.MaxTokens)
 		}
@@ -934,4 +935,15 @@ func (a *Admitted) cause(err error) error {
 		return fe
 	}
 	return err
+}
+
+// addTokens returns a+b for token counts (not negative), saturating at
+// math.MaxInt64: an output limit of 2^63-1 (the largest a request can
+// send) wrapped a sum negative, and the step passed a token limit (an
+// adversarial review).
+func addTokens(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }

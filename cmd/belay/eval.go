@@ -102,7 +102,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 				if gateway.InMemoryStore(storeURL) {
 					fmt.Fprintf(out, "\ntraces: none kept (--store %s holds them in memory until belay eval exits)\n", storeURL)
 				} else {
-					fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", storeURL, shellWord(storeURL))
+					fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", redactedURL(storeURL), shellWord(redactedURL(storeURL)))
 				}
 			}
 			for _, w := range []struct {

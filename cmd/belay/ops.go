@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -55,7 +56,7 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	}
 	if path, ok := sqlitePath(url); ok {
 		if _, err := os.Stat(path); err != nil {
-			return exit(1, fmt.Errorf("store %s: %w (pass --store, or start belay serve first)", url, err))
+			return exit(1, fmt.Errorf("store %s: %w (pass --store, or start belay serve first)", redactedURL(url), err))
 		}
 	}
 	ctx := cmd.Context()
@@ -67,7 +68,7 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	case errors.Is(err, open.ErrScheme):
 		return badInput(fmt.Errorf("%s: %w", named, err))
 	case err != nil:
-		return exit(1, fmt.Errorf("open store %s: %w", url, err))
+		return exit(1, fmt.Errorf("open store %s: %w", redactedURL(url), err))
 	}
 	err = fn(ctx, st)
 	if cerr := st.Close(); err == nil && cerr != nil {
@@ -119,16 +120,26 @@ func storeOf(cmd *cobra.Command) (url, named string, err error) {
 	if err != nil {
 		return "", "", badInput(err)
 	}
-	named = "--store " + url
+	named = "--store " + redactedURL(url)
 	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" && !cmd.Flags().Changed("store") {
 		cfg, err := config.LoadWith(f.Value.String(), unresolved)
 		if err != nil {
 			return "", "", badInput(err)
 		}
 		url = cfg.Store
-		named = fmt.Sprintf("store %s (of --config %s)", url, f.Value.String())
+		named = fmt.Sprintf("store %s (of --config %s)", redactedURL(url), f.Value.String())
 	}
 	return url, named, nil
+}
+
+// redactedURL returns a store URL as messages show it: its password
+// replaced by "xxxxx" (url.URL.Redacted); a URL that does not parse as it
+// is (sqlite paths, memory://).
+func redactedURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 func printJSON(w io.Writer, v any) error {

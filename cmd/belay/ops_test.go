@@ -780,3 +780,22 @@ func TestRunsPrune(t *testing.T) {
 		t.Errorf("approval of a pruned run: %+v, %v; want it kept", a, err)
 	}
 }
+
+// A store URL's password is not shown in messages (a second review: the
+// new "runs of store" line, and the errors, printed it).
+func TestStoreURLRedacted(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://belay:s3cretpw@127.0.0.1:5432/belay?sslmode=disable": "postgres://belay:xxxxx@127.0.0.1:5432/belay?sslmode=disable",
+		"postgres://root@127.0.0.1:5432/test":                            "postgres://root@127.0.0.1:5432/test",
+		"sqlite://belay.db":                                              "sqlite://belay.db",
+		"memory://":                                                      "memory://",
+	} {
+		if got := redactedURL(in); got != want {
+			t.Errorf("redactedURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	_, _, err := belayArgs(t, "runs", "--store", "postgres://belay:s3cretpw@127.0.0.1:1/belay?connect_timeout=1")
+	if err == nil || strings.Contains(err.Error(), "s3cretpw") {
+		t.Errorf("runs against an unreachable store: %v", err)
+	}
+}

@@ -1,0 +1,221 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// Findings of a second adversarial review of the Responses API and the
+// header check, fixed.
+
+// A provider's refusal of the state a request names for a reason of its
+// own (a malformed conversation) is the request's, not a missing state's:
+// one deployment refuses it and the chain stops (a second review: it was
+// sent to all five).
+func TestResponsesMalformedStateStopsTheChain(t *testing.T) {
+	var hits atomic.Int64
+	h := func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		io.WriteString(w, `{"error":{"message":"Invalid type for 'conversation': expected a string or object.","type":"invalid_request_error","param":"conversation","code":"invalid_type"}}`)
+	}
+	var deps strings.Builder
+	for i := range 5 {
+		u := upstream(t, h)
+		fmt.Fprintf(&deps, "      - {name: d%d, provider: openai, model: m, base_url: %s/v1, api_key: k}\n", i, u.URL)
+	}
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 3, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1}
+pricing: {"m": {input: 1, output: 1}}
+models:
+  - alias: m
+    deployments:
+`+deps.String(), nil)
+	resp, body := g.do("POST", "/v1/responses", `{"model":"m","conversation":12,"input":"x"}`)
+	t.Logf("status %d attempts %s upstream requests %d: %s", resp.StatusCode, resp.Header.Get("X-Belay-Attempts"), hits.Load(), body)
+	if hits.Load() > 1 {
+		t.Errorf("a malformed conversation (the client's own 400) was sent to %d deployments", hits.Load())
+	}
+}
+
+// The deployment that holds the stored response refuses the continuation
+// for a reason of its own (store=false): the client gets that reason, not
+// the fallback's "not found" (the chain stops there).
+func TestResponsesStateRefusedForItsOwnReason(t *testing.T) {
+	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		io.WriteString(w, `{"error":{"message":"Previous response resp_abc cannot be used: it was created with store=false.","type":"invalid_request_error","param":"previous_response_id","code":"invalid_value"}}`)
+	})
+	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		io.WriteString(w, `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
+	})
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 2, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1000}
+pricing: {"m": {input: 1, output: 1}}
+models:
+  - alias: m
+    deployments:
+      - {name: acct-a, provider: openai, model: m, base_url: %s/v1, api_key: ka}
+      - {name: acct-b, provider: openai, model: m, base_url: %s/v1, api_key: kb}
+`, a.URL, b.URL), nil)
+	resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
+	t.Logf("%d %s", resp.StatusCode, body)
+	if !strings.Contains(body, "store=false") {
+		t.Errorf("the client is not told acct-a's reason: %s", body)
+	}
+}
+
+// When every deployment is misdirected, a refusal saying the previous
+// response is missing is reported over a plain 404 of a deployment
+// without the Responses API: it tells the client to resend the history.
+func TestResponsesMissingStateOverMissingEndpoint(t *testing.T) {
+	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		io.WriteString(w, `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
+	})
+	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(404)
+		io.WriteString(w, `{"error":{"message":"Unknown request URL: POST /v1/responses.","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
+	})
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 2, base: 1ms, cap: 2ms}
+pricing: {"m": {input: 1, output: 1}}
+models:
+  - alias: m
+    deployments:
+      - {name: openai, provider: openai, model: m, base_url: %s/v1, api_key: ka}
+      - {name: chat-only, provider: openai, model: m, base_url: %s/v1, api_key: kb}
+`, a.URL, b.URL), nil)
+	resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
+	t.Logf("%d %s", resp.StatusCode, body)
+	if !strings.Contains(body, "previous_response_not_found") {
+		t.Errorf("client told %s instead of previous_response_not_found", body)
+	}
+}
+
+// A request with a bad key and an unknown X-Belay-* header gets 401: the
+// key is checked first.
+func TestUnknownHeaderAfterTheKey(t *testing.T) {
+	h := newHarness(t, harnessOpts{extra: "tenants:\n  - {name: acme, key: vk-acme}\n"})
+	resp, body := h.post("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"X-Belay-Trace": "1", "Authorization": "Bearer wrong"})
+	t.Logf("%d %s", resp.StatusCode, body)
+	if resp.StatusCode != 401 {
+		t.Errorf("bad key + unknown header: %d, want 401", resp.StatusCode)
+	}
+}
+
+// A provider's error event after output whose data is JSON but not an
+// object ends the client's stream with belay's own error event, which
+// the SDK raises.
+func TestResponsesErrorEventNotAnObject(t *testing.T) {
+	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		sseHeader(w)
+		io.WriteString(w, respEvent("response.created", respCreated)+
+			respEvent("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"partial"}`)+
+			"event: error\ndata: \"upstream overloaded\"\n\n")
+	})
+	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
+	_, raw := h.post("/v1/responses", `{"model":"fake","input":"hi","stream":true}`, nil)
+	t.Logf("client stream tail: %q", raw[max(0, len(raw)-300):])
+	s := h.openai().Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "fake",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	var types []string
+	for s.Next() {
+		types = append(types, s.Current().Type)
+	}
+	t.Logf("events %v err %v", types, s.Err())
+	if s.Err() == nil {
+		t.Errorf("stream ended cleanly after the provider's error event")
+	}
+}
+
+// An output limit of 2^63-1 does not wrap the token estimate past a token
+// limit (a second review: the sum went negative and the call was
+// admitted under a 100-token limit).
+func TestMaxOutputTokensAtTheLimitOfInt64(t *testing.T) {
+	var hits atomic.Int64
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"resp_2","object":"response","status":"completed","error":null,"output":[],"usage":{"input_tokens":10,"output_tokens":2,"total_tokens":12}}`)
+	})
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1000}
+pricing: {"m": {input: 0, output: 0}}
+limits: {max_cost_usd: 0, max_turns: 0, deadline: 0, max_tokens: 0}
+models:
+  - alias: m
+    deployments:
+      - {name: a, provider: openai, model: m, base_url: %s/v1, api_key: k}
+`, up.URL), nil)
+	for _, mo := range []string{"9223372036854775807", "9223372036854775800", "9223372036854775000"} {
+		resp, body := g.do("POST", "/v1/responses", `{"model":"m","input":"hi","max_output_tokens":`+mo+`}`, "X-Belay-Max-Tokens", "100")
+		t.Logf("%s: %d %s", mo, resp.StatusCode, body[:min(len(body), 200)])
+		if resp.StatusCode != 402 || !strings.Contains(body, "limit 100") {
+			t.Errorf("max_output_tokens %s under a 100-token limit: %d %s", mo, resp.StatusCode, body)
+		}
+	}
+}
+
+// The same through chat completions and messages.
+func TestMaxOutputTokensAtTheLimitOfInt64OtherAPIs(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/messages") {
+			io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":1}}`)
+			return
+		}
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+	})
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1000}
+pricing: {"m": {input: 0, output: 0}, "c": {input: 0, output: 0}}
+limits: {max_cost_usd: 0, max_turns: 0, deadline: 0, max_tokens: 100}
+models:
+  - alias: m
+    deployments:
+      - {name: a, provider: openai, model: m, base_url: %[1]s/v1, api_key: k}
+  - alias: c
+    deployments:
+      - {name: b, provider: anthropic, model: c, base_url: %[1]s, api_key: k}
+`, up.URL), nil)
+	resp, body := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":9223372036854775807}`)
+	t.Logf("chat, config max_tokens 100: %d %.150s", resp.StatusCode, body)
+	if resp.StatusCode == 200 {
+		t.Errorf("chat admitted under limits.max_tokens 100")
+	}
+	resp, body = g.do("POST", "/v1/messages", `{"model":"c","messages":[{"role":"user","content":"hi"}],"max_tokens":9223372036854775807}`, "anthropic-version", "2023-06-01")
+	t.Logf("messages, config max_tokens 100: %d %.150s", resp.StatusCode, body)
+	if resp.StatusCode == 200 {
+		t.Errorf("messages admitted under limits.max_tokens 100")
+	}
+}
