@@ -85,6 +85,10 @@ type request struct {
 	// api is the OpenAI API called (trace.AttrOpenAIAPIType), "" for
 	// Anthropic's.
 	api string
+	// previous is a Responses request's previous_response_id: its
+	// context, which the provider bills again, is added to the prompt
+	// when the gateway relayed it (see contextCache).
+	previous string
 	// body is what is sent upstream (the model is rewritten per
 	// deployment).
 	body []byte

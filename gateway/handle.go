@@ -228,6 +228,11 @@ func (c *call) serve() (int, error) {
 		return c.refuse(invalid(err))
 	}
 	c.req, c.alias = req, req.model
+	if req.previous != "" { // a Responses continuation: its stored context is billed again
+		if n, ok := s.contexts.get(tenant.Name, req.previous); ok {
+			req.promptTokens = satAdd(req.promptTokens, n)
+		}
+	}
 	req.keepAnswer = s.cfg.Capture != config.CaptureOff
 	routeAlias, ok := s.aliases[aliasKey{c.f.dialect(), req.model}]
 	if !ok {
@@ -295,6 +300,9 @@ func (c *call) serve() (int, error) {
 	defer c.stopAttempts(nil)
 	res, err := s.router.Do(ctx, routeAlias, c.attempt)
 	s.metrics.observeRoute(req.model, &res)
+	if _, ok := c.f.(responsesFront); ok && err == nil {
+		s.rememberContext(c)
+	}
 	err = c.finalFailure(ctx, err)
 	if _, ok := c.f.(responsesFront); ok {
 		err = preferTransient(err, &res)

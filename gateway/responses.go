@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/openai"
@@ -43,6 +44,9 @@ func (responsesFront) parse(body []byte) (*request, error) {
 	}
 	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimateResponsesPromptTokens(r), body: body,
 		limitField: "max_output_tokens", api: "responses"}
+	if r.PreviousResponseID != nil {
+		out.previous = *r.PreviousResponseID
+	}
 	if n, ok := r.MaxOutput(); ok {
 		out.maxOutput = n
 	}
@@ -253,4 +257,82 @@ func (s *responsesStream) usage() (dialect.Usage, bool) {
 		return u, false
 	}
 	return s.acc.Estimate(s.prompt), true
+}
+
+// contextCacheMax bounds the responses a contextCache remembers: the
+// latest 20,000 (about 3 MB); a continuation usually follows its
+// response within minutes.
+const contextCacheMax = 20_000
+
+// contextCache remembers, per tenant, the context size of each response
+// the gateway relayed: its prompt and output tokens, which a
+// continuation (previous_response_id) is billed again as input while it
+// sends only its new input. A continuation's reservation adds it, so the
+// run's and the tenant's money limits hold for it (an adversarial review:
+// eight concurrent continuations of a 1,000,000-token context were each
+// reserved for "and then?" and charged $2.50 against a $0.05 budget). A
+// response the gateway did not relay (made before a restart, by another
+// replica, or directly) is not known, and its continuation is reserved
+// for what it sends. The oldest entry goes first past contextCacheMax.
+// The zero value is ready to use; safe for concurrent use.
+type contextCache struct {
+	mu    sync.Mutex
+	sizes map[string]int64
+	order []string // keys, oldest at next once full
+	next  int
+}
+
+func contextKey(tenant, id string) string { return tenant + "\x00" + id }
+
+// put remembers that response id of tenant holds tokens of context.
+func (c *contextCache) put(tenant, id string, tokens int64) {
+	if id == "" || tokens <= 0 {
+		return
+	}
+	k := contextKey(tenant, id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sizes == nil {
+		c.sizes = map[string]int64{}
+	}
+	if _, ok := c.sizes[k]; !ok {
+		if len(c.order) < contextCacheMax {
+			c.order = append(c.order, k)
+		} else {
+			delete(c.sizes, c.order[c.next])
+			c.order[c.next] = k
+			c.next = (c.next + 1) % contextCacheMax
+		}
+	}
+	c.sizes[k] = tokens
+}
+
+// get returns the context size of response id of tenant.
+func (c *contextCache) get(tenant, id string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.sizes[contextKey(tenant, id)]
+	return n, ok
+}
+
+// rememberContext records the context of the response call c answered
+// (its id, and its prompt and output tokens as reported): from the
+// answer's body, or from the stream's final response event.
+func (s *Server) rememberContext(c *call) {
+	var id string
+	var u dialect.Usage
+	ok := false
+	switch {
+	case c.answer != nil:
+		_ = dialect.DecodeMember(c.answer.body, "id", &id)
+		u, ok = responsesFront{}.usage(c.answer.body)
+	case c.streamed != nil:
+		if rs, isResponses := c.streamed.(*responsesStream); isResponses {
+			id = rs.acc.ResponseID()
+			u, ok = rs.acc.Usage()
+		}
+	}
+	if ok {
+		s.contexts.put(c.tenant.Name, id, satAdd(u.Prompt(), u.Output))
+	}
 }

@@ -219,3 +219,69 @@ models:
 		t.Errorf("messages admitted under limits.max_tokens 100")
 	}
 }
+
+// A continuation (previous_response_id) of a response the gateway relayed
+// is reserved with that response's context, which the provider bills
+// again: under a $0.05 limit, a continuation of a 1,000,000-token context
+// at $2.50 per million is refused before it goes upstream (a second
+// review: eight concurrent ones were each reserved for "and then?" and
+// charged $2.50). The context is the tenant's: another tenant's
+// continuation of the same id is reserved for what it sends.
+func TestResponsesContinuationReservesItsContext(t *testing.T) {
+	var hits atomic.Int64
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"resp_1","object":"response","status":"completed","error":null,"output":[{"type":"message","id":"m","status":"completed","role":"assistant","content":[{"type":"output_text","text":"ok","annotations":[]}]}],"usage":{"input_tokens":1000000,"output_tokens":2,"total_tokens":1000002}}`)
+	})
+	g := newGW(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1, base: 1ms, cap: 2ms}
+breaker: {consecutive_failures: 1000}
+pricing: {"m": {input: 2.5, output: 10}}
+tenants:
+  - {name: acme, key: vk-acme, limits: {max_cost_usd: 10}}
+  - {name: globex, key: vk-globex, limits: {max_cost_usd: 10}}
+models:
+  - alias: m
+    deployments:
+      - {name: a, provider: openai, model: m, base_url: %s/v1, api_key: k}
+`, up.URL), nil)
+	resp, body := g.do("POST", "/v1/responses", `{"model":"m","input":"a very long document","max_output_tokens":16}`, "Authorization", "Bearer vk-acme")
+	if resp.StatusCode != 200 {
+		t.Fatalf("first call: %d %s", resp.StatusCode, body)
+	}
+	cont := `{"model":"m","previous_response_id":"resp_1","input":"and then?","max_output_tokens":16}`
+	resp, body = g.do("POST", "/v1/responses", cont, "Authorization", "Bearer vk-acme", "X-Belay-Max-Cost-Usd", "0.05")
+	if resp.StatusCode != 402 || !strings.Contains(body, "estimated cost $2.50") || !strings.Contains(body, "limit of $0.05") {
+		t.Errorf("acme's continuation under $0.05: %d %s", resp.StatusCode, body)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("upstream calls %d, want 1: the continuation must be refused before it goes upstream", hits.Load())
+	}
+	resp, body = g.do("POST", "/v1/responses", cont, "Authorization", "Bearer vk-globex", "X-Belay-Max-Cost-Usd", "0.05")
+	if resp.StatusCode != 200 {
+		t.Errorf("globex's continuation (acme's response is not globex's context): %d %s", resp.StatusCode, body)
+	}
+}
+
+// The same when the response was streamed: its context comes from the
+// stream's response.completed.
+func TestResponsesStreamedContinuationReservesItsContext(t *testing.T) {
+	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		sseHeader(w)
+		io.WriteString(w, respEvent("response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_s","object":"response","status":"in_progress","output":[],"usage":null}}`)+
+			respEvent("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"ok"}`)+
+			respEvent("response.completed", `{"type":"response.completed","sequence_number":2,"response":{"id":"resp_s","object":"response","status":"completed","output":[],"usage":{"input_tokens":1000000,"output_tokens":2,"total_tokens":1000002}}}`))
+	})
+	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
+	if resp, body := h.post("/v1/responses", `{"model":"fake","input":"a very long document","stream":true}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("first call: %d %s", resp.StatusCode, body)
+	}
+	resp, body := h.post("/v1/responses", `{"model":"fake","previous_response_id":"resp_s","input":"and then?","max_output_tokens":16}`,
+		map[string]string{"X-Belay-Max-Cost-Usd": "0.05"})
+	if resp.StatusCode != 402 || f.calls.Load() != 1 {
+		t.Errorf("continuation of a 1,000,000-token context under $0.05: %d %s (upstream calls %d)", resp.StatusCode, body, f.calls.Load())
+	}
+}

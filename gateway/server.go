@@ -72,10 +72,13 @@ type Deps struct {
 
 // Server is the gateway. It is safe for concurrent use.
 type Server struct {
-	cfg   *config.Config
-	runs  Turns
-	store store.Store
-	flush func(ctx context.Context, runID string) error
+	// contexts holds the context sizes of the Responses the gateway
+	// relayed, for the reservations of their continuations.
+	contexts contextCache
+	cfg      *config.Config
+	runs     Turns
+	store    store.Store
+	flush    func(ctx context.Context, runID string) error
 	// disabled returns the kill flag that disables a deployment (nil:
 	// none can); aliasDisabled the one on a model alias clients name;
 	// tenantDisabled the all or tenant flag (see Disabler).

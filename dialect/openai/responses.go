@@ -551,6 +551,7 @@ type ResponsesAccumulator struct {
 	Keep bool
 
 	usage   *ResponsesUsage
+	id      string // the response's id, from its response events
 	chars   int64
 	seq     int64
 	seqSeen bool
@@ -576,6 +577,7 @@ type responsesEvent struct {
 	ItemID         string          `json:"item_id"`
 	Item           json.RawMessage `json:"item"`
 	Response       *struct {
+		ID     string          `json:"id"`
 		Usage  *ResponsesUsage `json:"usage"`
 		Output json.RawMessage `json:"output"`
 	} `json:"response"`
@@ -634,6 +636,9 @@ func (a *ResponsesAccumulator) Add(data []byte) {
 			a.final = ev.Response.Output
 		}
 	}
+	if ev.Response != nil && ev.Response.ID != "" {
+		a.id = ev.Response.ID
+	}
 	if ev.Response != nil && ev.Response.Usage != nil &&
 		(ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed") {
 		u := *ev.Response.Usage
@@ -662,6 +667,10 @@ func (a *ResponsesAccumulator) keepDelta(id string, d string) {
 	a.kept += int64(len(d))
 	o.text = append(o.text, d...)
 }
+
+// ResponseID returns the id of the response the stream carries (its
+// response.created, response.completed, ... events); "" before one.
+func (a *ResponsesAccumulator) ResponseID() string { return a.id }
 
 // Usage returns the usage of the final response event; ok is false
 // before one came with usage.

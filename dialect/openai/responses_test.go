@@ -148,6 +148,9 @@ func TestResponsesAccumulator(t *testing.T) {
 	if u, ok := a.Usage(); !ok || u != (dialect.Usage{Input: 9, Output: 3}) {
 		t.Errorf("usage %+v %v", u, ok)
 	}
+	if a.ResponseID() != "r" {
+		t.Errorf("response id %q, want r", a.ResponseID())
+	}
 	if ans := string(a.Answer()); !strings.HasPrefix(ans, `[{"type":"message","id":"msg_1","status":"completed"`) {
 		t.Errorf("answer %s", ans)
 	}
