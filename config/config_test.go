@@ -109,6 +109,8 @@ func TestParseErrors(t *testing.T) {
 		{"tenant name with a slash", "tenants:\n  - {name: a/b, key: k}\n", `line 2: tenants[0].name: "a/b": want 1-64 characters of letters, digits and . _ : -`},
 		{"one name, two timeouts", "models:\n  - alias: a\n    deployments:\n      - {name: d, provider: openai, model: m, base_url: 'sim://', timeouts: {first_byte: 5m}}\n  - alias: b\n    deployments:\n      - {name: d, provider: openai, model: m, base_url: 'sim://'}\n",
 			`line 7: models[1].deployments[0].name: "d" names two different deployments`},
+		{"one deployment twice in a chain", "models:\n  - alias: a\n    deployments:\n      - {name: d, provider: openai, model: m, base_url: 'sim://'}\n      - {name: d, provider: openai, model: m, base_url: 'sim://'}\n",
+			`line 5: models[0].deployments[1].name: "d" is listed twice in alias "a" (also deployments[0])`},
 		{"unknown retry key", "retry:\n  max_atempts: 3\n",
 			"line 2: retry.max_atempts: unknown key (did you mean max_attempts?); want one of max_attempts, base, cap, max_retry_after, jitter, budget_ratio, chain_max_attempts"},
 		{"unknown key far from all", "timeouts: {upstream: 3s}\n",

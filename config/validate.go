@@ -98,8 +98,16 @@ func (c *Config) validateModels() error {
 		if len(m.Deployments) == 0 {
 			return bad(f+".deployments", "alias %q has no deployments", m.Alias)
 		}
+		inAlias := map[string]int{}
 		for j, d := range m.Deployments {
 			df := fmt.Sprintf("%s.deployments[%d]", f, j)
+			if k, dup := inAlias[d.Name]; dup && d.Name != "" {
+				// A chain tries each deployment once (its retries are its
+				// own): a second place in it is a slip (a newcomer's got
+				// exit 1 from the router, without the file's line).
+				return bad(df+".name", "%q is listed twice in alias %q (also deployments[%d])", d.Name, m.Alias, k)
+			}
+			inAlias[d.Name] = j
 			if d.Provider != ProviderOpenAI && d.Provider != ProviderAnthropic {
 				return bad(df+".provider", "%q is not a provider; want openai or anthropic", d.Provider)
 			}

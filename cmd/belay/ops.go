@@ -99,13 +99,16 @@ func sqlitePath(url string) (string, bool) {
 }
 
 // notFound turns store.ErrNotFound into exit 1 with "WHAT ID not found";
-// for a run id without gateway.RunKeySep it adds that a gateway with
-// tenants stores a client's run as TENANT~ID.
+// for a run it adds that a call refused before it counted in a run
+// leaves none (an Agents SDK test looked for the run of a call refused
+// for its unknown model), and, for an id without gateway.RunKeySep, that a
+// gateway with tenants stores a client's run as TENANT~ID.
 func notFound(err error, what, id string) error {
 	if errors.Is(err, store.ErrNotFound) {
 		hint := ""
 		if what == "run" {
-			hint = (&gateway.NoRunError{ID: id}).Hint()
+			hint = " (a call refused before it counted in a run, for its key, body or model, leaves none)" +
+				(&gateway.NoRunError{ID: id}).Hint()
 		}
 		return exit(1, fmt.Errorf("%s %s not found%s", what, id, hint))
 	}

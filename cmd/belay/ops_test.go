@@ -241,7 +241,7 @@ func TestTraceShow(t *testing.T) {
 	}
 
 	_, _, err = belay(t, url, "trace", "show", "nope")
-	wantCode(t, err, 1, "run nope not found; a gateway with tenants stores a client's run as TENANT~ID")
+	wantCode(t, err, 1, "run nope not found (a call refused before it counted in a run, for its key, body or model, leaves none); a gateway with tenants stores a client's run as TENANT~ID")
 }
 
 // Newcomer finding (session 3): a running run's span, written when it

@@ -658,7 +658,11 @@ func keyAttrs(a map[string]any) []string {
 		out = append(out, fmt.Sprintf("tokens=%s/%s", attrOr(a, trace.AttrInputTokens), attrOr(a, trace.AttrOutputTokens)))
 	}
 	if v, ok := a[trace.AttrCostUSD]; ok {
-		out = append(out, "cost=$"+attrString(v))
+		c := "cost=$" + attrString(v)
+		if a[trace.AttrCostEstimated] == true { // part of the usage was estimated (a cut answer, a lost attempt)
+			c += "(estimated)"
+		}
+		out = append(out, c)
 	}
 	add("wait_ms", trace.AttrWaitMS)
 	if _, stop := a[trace.AttrStopReason]; !stop { // a run's failure reason is its stop reason

@@ -195,3 +195,16 @@ func TestKeyAttrsNameTheResponsesAPI(t *testing.T) {
 		t.Errorf("chat completions: %q", got)
 	}
 }
+
+// A cost with estimated usage in it says so in trace show (an Agents SDK
+// test: an attempt cut by a fault was charged 4,096 estimated output
+// tokens, and only --json said they were estimated).
+func TestKeyAttrsMarkAnEstimatedCost(t *testing.T) {
+	got := strings.Join(keyAttrs(map[string]any{trace.AttrCostUSD: 0.0025, trace.AttrCostEstimated: true}), " ")
+	if got != "cost=$0.0025(estimated)" {
+		t.Errorf("estimated: %q", got)
+	}
+	if got := strings.Join(keyAttrs(map[string]any{trace.AttrCostUSD: 0.0025}), " "); got != "cost=$0.0025" {
+		t.Errorf("reported: %q", got)
+	}
+}
