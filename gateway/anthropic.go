@@ -8,6 +8,7 @@ import (
 	"github.com/belay-run/belay/dialect"
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/internal/fastjson"
 )
 
 // AnthropicVersion is the anthropic-version header belay sends upstream
@@ -104,4 +105,29 @@ func (s *anthropicStream) usage() (dialect.Usage, bool) {
 	u := s.acc.Estimate(s.prompt)
 	_, reported := s.acc.Usage()
 	return u, !reported || !s.acc.Complete()
+}
+
+// answerFacts reads a message's id, model and stop_reason.
+func (anthropicFront) answerFacts(body []byte) (id, model string, finish []string) {
+	var b struct {
+		ID         string `json:"id"`
+		Model      string `json:"model"`
+		StopReason string `json:"stop_reason"`
+	}
+	if fastjson.Unmarshal(body, &b) != nil {
+		return "", "", nil
+	}
+	if b.StopReason != "" {
+		finish = []string{b.StopReason}
+	}
+	return b.ID, b.Model, finish
+}
+
+// facts returns the streamed message's id, model and stop_reason.
+func (s *anthropicStream) facts() (string, string, []string) {
+	var finish []string
+	if r := s.acc.StopReason(); r != "" {
+		finish = []string{r}
+	}
+	return s.acc.ID(), s.acc.Model(), finish
 }

@@ -317,6 +317,7 @@ func (c *call) serve() (int, error) {
 		if s.cfg.Capture != config.CaptureOff { // for the record only: after the answer
 			out.InputMessages, out.OutputMessages = c.payload()
 		}
+		out.ResponseID, out.ResponseModel, out.FinishReasons = c.answerFacts()
 		sctx := context.WithoutCancel(c.r.Context())
 		cost, serr := turn.Settle(sctx, out)
 		if serr != nil {

@@ -169,3 +169,27 @@ func message(e *failure.Error) string {
 	}
 	return string(e.Reason)
 }
+
+// answerFacts reads a chat completion's id, model and each choice's
+// finish_reason.
+func (openAIFront) answerFacts(body []byte) (id, model string, finish []string) {
+	var b struct {
+		ID      string `json:"id"`
+		Model   string `json:"model"`
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if fastjson.Unmarshal(body, &b) != nil {
+		return "", "", nil
+	}
+	for _, c := range b.Choices {
+		finish = append(finish, c.FinishReason)
+	}
+	return b.ID, b.Model, finish
+}
+
+// facts returns the stream's completion id, model and finish reasons.
+func (s *openAIStream) facts() (string, string, []string) {
+	return s.acc.ID(), s.acc.Model(), s.acc.FinishReasons()
+}

@@ -6,6 +6,31 @@ import (
 	"github.com/belay-run/belay/dialect"
 )
 
+// answerFacts returns what the call's answer said of itself, for the
+// trace: its id, its model and its finish reasons (each chat choice's
+// finish_reason, Anthropic's stop_reason, a response's status; see the
+// fronts' and followers' facts); empty for a call without a 2xx answer.
+// Read in the settle, after the answer went out: a non-streamed body is
+// decoded for it there, a stream's follower kept them as it went.
+func (c *call) answerFacts() (id, model string, finish []string) {
+	if c.streamed != nil {
+		if f, ok := c.streamed.(interface {
+			facts() (string, string, []string)
+		}); ok {
+			return f.facts()
+		}
+		return "", "", nil
+	}
+	if a := c.answer; a != nil && a.status/100 == 2 {
+		if f, ok := c.f.(interface {
+			answerFacts([]byte) (string, string, []string)
+		}); ok {
+			return f.answerFacts(a.body)
+		}
+	}
+	return "", "", nil
+}
+
 // payload returns the call's messages for the trace: the request's
 // messages (with the Anthropic system prompt when there is one; a
 // Responses request's input, with its instructions when there are some),

@@ -336,3 +336,30 @@ func (s *Server) rememberContext(c *call) {
 		s.contexts.put(c.tenant.Name, id, satAdd(u.Prompt(), u.Output))
 	}
 }
+
+// answerFacts reads a response's id, model and how it ended
+// (openai.FinishOf its status).
+func (responsesFront) answerFacts(body []byte) (id, model string, finish []string) {
+	var b struct {
+		ID                string             `json:"id"`
+		Model             string             `json:"model"`
+		Status            string             `json:"status"`
+		IncompleteDetails *openai.Incomplete `json:"incomplete_details"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return "", "", nil
+	}
+	if f := openai.FinishOf(b.Status, b.IncompleteDetails); f != "" {
+		finish = []string{f}
+	}
+	return b.ID, b.Model, finish
+}
+
+// facts returns the streamed response's id, model and how it ended.
+func (s *responsesStream) facts() (string, string, []string) {
+	var finish []string
+	if f := s.acc.Finish(); f != "" {
+		finish = []string{f}
+	}
+	return s.acc.ResponseID(), s.acc.Model(), finish
+}

@@ -285,6 +285,7 @@ func runOutcome(o Outcome, records bool) (budget.Usage, run.Outcome) {
 	out := run.Outcome{Degraded: o.Result.Degraded, Err: o.Err}
 	if records {
 		out.InputMessages, out.OutputMessages = o.InputMessages, o.OutputMessages
+		out.ResponseID, out.ResponseModel, out.FinishReasons = o.ResponseID, o.ResponseModel, o.FinishReasons
 		for _, a := range o.Result.Attempts() {
 			out.Attempts = append(out.Attempts, run.AttemptRecord{Deployment: a.Deployment, Start: a.Start,
 				Duration: a.Duration, Wait: a.Wait, Failure: a.Failure, RetryRefused: a.RetryRefused})

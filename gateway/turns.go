@@ -119,6 +119,11 @@ type Outcome struct {
 	// the trace (set only when capture is not off; the recorder redacts
 	// them when capture is redacted).
 	InputMessages, OutputMessages string
+	// ResponseID, ResponseModel and FinishReasons are what the answer
+	// said of itself (its id, its model, each choice's finish reason, a
+	// response's status), for the trace; empty when unknown.
+	ResponseID, ResponseModel string
+	FinishReasons             []string
 }
 
 // Charge is one attempt's usage on one deployment.

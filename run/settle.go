@@ -38,8 +38,9 @@ type Outcome struct {
 	// attempt on a dear deployment followed by a cheap fallback was
 	// charged at the cheap price (an adversarial review).
 	Parts []UsagePart
-	// ResponseModel is the model name the provider reported.
-	ResponseModel string
+	// ResponseModel is the model name the provider reported; ResponseID
+	// the id it gave its answer (gen_ai.response.id).
+	ResponseModel, ResponseID string
 	// Deployment that served the call.
 	Deployment string
 	// Estimated is true when the usage is an estimate (a cut stream that

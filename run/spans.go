@@ -142,6 +142,9 @@ func (a *Admitted) modelSpan(u budget.Usage, o Outcome, cost budget.USD, estimat
 	if o.ResponseModel != "" {
 		attrs[trace.AttrResponseModel] = o.ResponseModel
 	}
+	if o.ResponseID != "" {
+		attrs[trace.AttrResponseID] = o.ResponseID
+	}
 	if o.InputMessages != "" {
 		attrs[trace.AttrInputMessages] = o.InputMessages
 	}

@@ -73,6 +73,8 @@ type Accumulator struct {
 	chars    int64
 	stopped  bool
 	err      *ErrorObject
+	// id and model are message_start's; stopReason message_delta's.
+	id, model, stopReason string
 
 	blocks []keptBlock
 	budget dialect.KeepBudget
@@ -168,6 +170,7 @@ func (a *Accumulator) Add(data []byte) error {
 		if ev.Message != nil {
 			a.usage = ev.Message.Usage
 			a.reported = true
+			a.id, a.model = ev.Message.ID, ev.Message.Model
 		}
 	case EventContentBlockStart:
 		if b := ev.ContentBlock; b != nil {
@@ -181,6 +184,9 @@ func (a *Accumulator) Add(data []byte) error {
 			}
 		}
 	case EventMessageDelta:
+		if d := ev.Delta; d != nil && d.StopReason != nil {
+			a.stopReason = *d.StopReason
+		}
 		if u := ev.Usage; u != nil {
 			a.usage.OutputTokens = u.OutputTokens
 			setIf(&a.usage.InputTokens, u.InputTokens)
@@ -241,3 +247,9 @@ func (a *Accumulator) Estimate(promptTokens int64) dialect.Usage {
 	}
 	return u
 }
+
+// ID, Model and StopReason return the streamed message's id and model
+// (message_start) and its stop_reason (message_delta); "" before them.
+func (a *Accumulator) ID() string         { return a.id }
+func (a *Accumulator) Model() string      { return a.model }
+func (a *Accumulator) StopReason() string { return a.stopReason }

@@ -552,6 +552,8 @@ type ResponsesAccumulator struct {
 
 	usage   *ResponsesUsage
 	id      string // the response's id, from its response events
+	model   string // and its model
+	finish  string // the final response's status (see FinishOf)
 	chars   int64
 	seq     int64
 	seqSeen bool
@@ -577,9 +579,12 @@ type responsesEvent struct {
 	ItemID         string          `json:"item_id"`
 	Item           json.RawMessage `json:"item"`
 	Response       *struct {
-		ID     string          `json:"id"`
-		Usage  *ResponsesUsage `json:"usage"`
-		Output json.RawMessage `json:"output"`
+		ID                string          `json:"id"`
+		Model             string          `json:"model"`
+		Status            string          `json:"status"`
+		IncompleteDetails *Incomplete     `json:"incomplete_details"`
+		Usage             *ResponsesUsage `json:"usage"`
+		Output            json.RawMessage `json:"output"`
 	} `json:"response"`
 }
 
@@ -636,8 +641,16 @@ func (a *ResponsesAccumulator) Add(data []byte) {
 			a.final = ev.Response.Output
 		}
 	}
-	if ev.Response != nil && ev.Response.ID != "" {
-		a.id = ev.Response.ID
+	if r := ev.Response; r != nil {
+		if r.ID != "" {
+			a.id = r.ID
+		}
+		if r.Model != "" {
+			a.model = r.Model
+		}
+		if ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed" {
+			a.finish = FinishOf(r.Status, r.IncompleteDetails)
+		}
 	}
 	if ev.Response != nil && ev.Response.Usage != nil &&
 		(ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed") {
@@ -671,6 +684,23 @@ func (a *ResponsesAccumulator) keepDelta(id string, d string) {
 // ResponseID returns the id of the response the stream carries (its
 // response.created, response.completed, ... events); "" before one.
 func (a *ResponsesAccumulator) ResponseID() string { return a.id }
+
+// Model returns the response's model, as its events give it.
+func (a *ResponsesAccumulator) Model() string { return a.model }
+
+// Finish returns how the response ended (FinishOf its final event's
+// status); "" before its final event.
+func (a *ResponsesAccumulator) Finish() string { return a.finish }
+
+// FinishOf is a response's finish reason, for a trace: its status
+// ("completed", "failed"), or for an incomplete one the reason given
+// ("max_output_tokens", "content_filter"), else "incomplete".
+func FinishOf(status string, incomplete *Incomplete) string {
+	if status == "incomplete" && incomplete != nil && incomplete.Reason != "" {
+		return incomplete.Reason
+	}
+	return status
+}
 
 // Usage returns the usage of the final response event; ok is false
 // before one came with usage.

@@ -63,8 +63,12 @@ type Accumulator struct {
 	chars    int64
 	done     bool
 	finished bool
-	err      *ErrorObject
-	kept     keptAnswer
+	// id and model are the stream's (its chunks'); finish the finish
+	// reason of each choice, by index.
+	id, model string
+	finish    []string
+	err       *ErrorObject
+	kept      keptAnswer
 }
 
 // keptAnswer is what Keep keeps: the choices by index, and the bytes
@@ -195,6 +199,9 @@ func (a *Accumulator) Add(data []byte) error {
 		u := *c.Usage
 		a.usage = &u
 	}
+	if a.id == "" {
+		a.id, a.model = c.ID, c.Model
+	}
 	for _, ch := range c.Choices {
 		if a.Keep {
 			a.keep(ch)
@@ -211,6 +218,12 @@ func (a *Accumulator) Add(data []byte) error {
 		}
 		if ch.FinishReason != nil {
 			a.finished = true
+			if ch.Index >= 0 && ch.Index < MaxChoices {
+				for len(a.finish) <= ch.Index {
+					a.finish = append(a.finish, "")
+				}
+				a.finish[ch.Index] = *ch.FinishReason
+			}
 		}
 	}
 	return nil
@@ -230,6 +243,15 @@ func (a *Accumulator) OutputChars() int64 { return a.chars }
 
 // Complete reports whether "[DONE]" was seen.
 func (a *Accumulator) Complete() bool { return a.done }
+
+// ID and Model return the stream's completion id and model, as its first
+// chunk that has an id gives them.
+func (a *Accumulator) ID() string    { return a.id }
+func (a *Accumulator) Model() string { return a.model }
+
+// FinishReasons returns each choice's finish_reason, by index ("" for a
+// choice that had none yet); nil before any.
+func (a *Accumulator) FinishReasons() []string { return a.finish }
 
 // Finished reports whether a chunk with a finish_reason was seen.
 func (a *Accumulator) Finished() bool { return a.finished }
