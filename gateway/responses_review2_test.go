@@ -64,18 +64,7 @@ func TestResponsesStateRefusedForItsOwnReason(t *testing.T) {
 		w.WriteHeader(400)
 		io.WriteString(w, `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
 	})
-	g := newGW(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 2, base: 1ms, cap: 2ms}
-breaker: {consecutive_failures: 1000}
-pricing: {"m": {input: 1, output: 1}}
-models:
-  - alias: m
-    deployments:
-      - {name: acct-a, provider: openai, model: m, base_url: %s/v1, api_key: ka}
-      - {name: acct-b, provider: openai, model: m, base_url: %s/v1, api_key: kb}
-`, a.URL, b.URL), nil)
+	g := accountsGW(t, 2, "consecutive_failures: 1000", "acct-a", a.URL, "acct-b", b.URL)
 	resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
 	t.Logf("%d %s", resp.StatusCode, body)
 	if !strings.Contains(body, "store=false") {
@@ -97,17 +86,7 @@ func TestResponsesMissingStateOverMissingEndpoint(t *testing.T) {
 		w.WriteHeader(404)
 		io.WriteString(w, `{"error":{"message":"Unknown request URL: POST /v1/responses.","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
 	})
-	g := newGW(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 2, base: 1ms, cap: 2ms}
-pricing: {"m": {input: 1, output: 1}}
-models:
-  - alias: m
-    deployments:
-      - {name: openai, provider: openai, model: m, base_url: %s/v1, api_key: ka}
-      - {name: chat-only, provider: openai, model: m, base_url: %s/v1, api_key: kb}
-`, a.URL, b.URL), nil)
+	g := accountsGW(t, 2, "", "openai", a.URL, "chat-only", b.URL)
 	resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
 	t.Logf("%d %s", resp.StatusCode, body)
 	if !strings.Contains(body, "previous_response_not_found") {

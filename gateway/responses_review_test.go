@@ -45,18 +45,7 @@ func TestResponsesMissingEndpointLeavesTheBreaker(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
 	})
-	y := fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 2, base: 1ms, cap: 2ms}
-breaker: {consecutive_failures: 3, open_for: 60s}
-pricing: {"m": {input: 1, output: 1}}
-models:
-  - alias: m
-    deployments:
-      - {name: chat-only, provider: openai, model: m, base_url: %s/v1, api_key: k}
-`, up.URL)
-	g := newGW(t, y, nil)
+	g := accountsGW(t, 2, "consecutive_failures: 3, open_for: 60s", "chat-only", up.URL)
 	resp, body := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("chat before: %d %s", resp.StatusCode, body)
@@ -149,19 +138,7 @@ func TestResponsesPreviousResponseKeepsTheTransientFailure(t *testing.T) {
 		w.WriteHeader(400)
 		io.WriteString(w, `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
 	})
-	y := fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 2, base: 1ms, cap: 2ms}
-breaker: {consecutive_failures: 1000}
-pricing: {"m": {input: 1, output: 1}}
-models:
-  - alias: m
-    deployments:
-      - {name: acct-a, provider: openai, model: m, base_url: %s/v1, api_key: ka}
-      - {name: acct-b, provider: openai, model: m, base_url: %s/v1, api_key: kb}
-`, a.URL, b.URL)
-	g := newGW(t, y, nil)
+	g := accountsGW(t, 2, "consecutive_failures: 1000", "acct-a", a.URL, "acct-b", b.URL)
 	resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
 	t.Logf("%d x-should-retry=%q deployment=%q %s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), resp.Header.Get("X-Belay-Deployment"), body)
 	if resp.StatusCode != 500 || !strings.Contains(body, `"type":"server_error"`) ||
@@ -253,18 +230,7 @@ func TestResponsesPreviousResponseFoundOnTheFallback(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"resp_2","object":"response","status":"completed","error":null,"output":[{"type":"message","id":"m","status":"completed","role":"assistant","content":[{"type":"output_text","text":"continued","annotations":[]}]}],"usage":{"input_tokens":20,"output_tokens":2,"total_tokens":22}}`)
 	})
-	g := newGW(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 2, base: 1ms, cap: 2ms}
-breaker: {consecutive_failures: 1}
-pricing: {"m": {input: 1, output: 1}}
-models:
-  - alias: m
-    deployments:
-      - {name: acct-a, provider: openai, model: m, base_url: %s/v1, api_key: ka}
-      - {name: acct-b, provider: openai, model: m, base_url: %s/v1, api_key: kb}
-`, a.URL, b.URL), nil)
+	g := accountsGW(t, 2, "consecutive_failures: 1", "acct-a", a.URL, "acct-b", b.URL)
 	for range 2 {
 		resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
 		if resp.StatusCode != 200 || resp.Header.Get("X-Belay-Deployment") != "acct-b" || !strings.Contains(body, "continued") {
@@ -276,4 +242,23 @@ models:
 			t.Errorf("attempts %s, want 2", got)
 		}
 	}
+}
+
+// accountsGW is a gateway whose alias m (priced $1 per million tokens in
+// and out) has one openai deployment per name and upstream URL pair
+// (nameURL: name, url, name, url, ...), in order, with retry
+// max_attempts attempts and breaker settings breaker ("" for the
+// defaults).
+func accountsGW(t *testing.T, attempts int, breaker string, nameURL ...string) *gw {
+	t.Helper()
+	var y strings.Builder
+	fmt.Fprintf(&y, "listen: 127.0.0.1:0\nstore: memory://\nretry: {max_attempts: %d, base: 1ms, cap: 2ms}\n", attempts)
+	if breaker != "" {
+		fmt.Fprintf(&y, "breaker: {%s}\n", breaker)
+	}
+	y.WriteString("pricing: {\"m\": {input: 1, output: 1}}\nmodels:\n  - alias: m\n    deployments:\n")
+	for i := 0; i+1 < len(nameURL); i += 2 {
+		fmt.Fprintf(&y, "      - {name: %s, provider: openai, model: m, base_url: %s/v1, api_key: k%d}\n", nameURL[i], nameURL[i+1], i)
+	}
+	return newGW(t, y.String(), nil)
 }
