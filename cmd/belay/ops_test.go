@@ -685,6 +685,8 @@ func TestPromptLine(t *testing.T) {
 		{"responses string", `"hello there"`, `user "hello there"`},
 		{"responses instructions", `{"instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}]}`, `user "a b"`},
 		{"responses tool output", `[{"role":"user","content":"x"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"18 C"}]`, `tool result "18 C"`},
+		{"parallel tool results, chat", `[{"role":"user","content":"x"},{"role":"assistant","content":null},{"role":"tool","tool_call_id":"a","content":"18 C"},{"role":"tool","tool_call_id":"b","content":"14:05"}]`, `tool result "18 C 14:05"`},
+		{"parallel tool results, responses", `[{"role":"user","content":"x"},{"type":"function_call_output","call_id":"a","output":"18 C"},{"type":"function_call_output","call_id":"b","output":"14:05"}]`, `tool result "18 C 14:05"`},
 		{"none", `[]`, ""},
 		{"absent", nil, ""},
 	} {

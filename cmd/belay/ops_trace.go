@@ -512,17 +512,38 @@ func promptLine(v any) string {
 		return ""
 	}
 	last, _ := msgs[len(msgs)-1].(map[string]any)
-	role, _ := last["role"].(string)
-	var texts []string
-	switch last["type"] { // Responses items that are not messages
-	case "function_call_output":
-		role, last = "tool result", map[string]any{"content": last["output"]}
-	case "function_call":
+	if last["type"] == "function_call" { // a Responses item: the model's own call, sent back
 		n, _ := last["name"].(string)
 		a, _ := last["arguments"].(string)
 		return shorten("tool call " + escapeControl(n) + "(" + escapeControl(a) + ")")
 	}
-	switch c := last["content"].(type) {
+	role, texts := messageTexts(last)
+	if role == "tool result" {
+		// The results of parallel tool calls are as many messages (chat)
+		// or items (Responses) in a row: all of them are the prompt's end
+		// (an Agents SDK test saw only the last of two).
+		for i := len(msgs) - 2; i >= 0; i-- {
+			m, _ := msgs[i].(map[string]any)
+			r, t := messageTexts(m)
+			if r != "tool result" || m["role"] == "user" { // an Anthropic user message ends the run
+				break
+			}
+			texts = append(t, texts...)
+		}
+	}
+	return escapeControl(role) + " " + quoteText(strings.Join(texts, " "))
+}
+
+// messageTexts returns a recorded message's role and its text parts (a
+// tool result's content): a chat or Anthropic message, or a Responses
+// function_call_output item (role "tool result"). A chat "tool" message
+// and a message of Anthropic tool_result blocks read "tool result" too.
+func messageTexts(m map[string]any) (role string, texts []string) {
+	role, _ = m["role"].(string)
+	if m["type"] == "function_call_output" {
+		role, m = "tool result", map[string]any{"content": m["output"]}
+	}
+	switch c := m["content"].(type) {
 	case string:
 		texts = append(texts, c)
 	case []any:
@@ -547,7 +568,7 @@ func promptLine(v any) string {
 	if role == "tool" {
 		role = "tool result"
 	}
-	return escapeControl(role) + " " + quoteText(strings.Join(texts, " "))
+	return role, texts
 }
 
 // decodePayload decodes a recorded payload, one JSON value, with numbers
