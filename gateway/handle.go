@@ -22,6 +22,7 @@ import (
 	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/route"
+	"github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/store"
 )
 
@@ -230,7 +231,7 @@ func (c *call) serve() (int, error) {
 	c.req, c.alias = req, req.model
 	if req.previous != "" { // a Responses continuation: its stored context is billed again
 		if n, ok := s.contexts.get(tenant.Name, req.previous); ok {
-			req.promptTokens = satAdd(req.promptTokens, n)
+			req.promptTokens = run.AddTokens(req.promptTokens, n)
 		}
 	}
 	req.keepAnswer = s.cfg.Capture != config.CaptureOff
@@ -303,11 +304,7 @@ func (c *call) serve() (int, error) {
 	if _, ok := c.f.(responsesFront); ok && err == nil {
 		s.rememberContext(c)
 	}
-	err = c.finalFailure(ctx, err)
-	if _, ok := c.f.(responsesFront); ok {
-		err = preferTransient(err, &res)
-	}
-	err = attemptsNote(deadlineNote(err, &res), &res)
+	err = attemptsNote(deadlineNote(preferTransient(c.finalFailure(ctx, err), &res), &res), &res)
 
 	// settle + record, respond
 	c.taken = c.takeCharges()

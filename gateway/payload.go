@@ -34,8 +34,9 @@ func (c *call) answerFacts() (id, model string, finish []string) {
 // payload returns the call's messages for the trace: the request's
 // messages (with the Anthropic system prompt when there is one; a
 // Responses request's input, with its instructions when there are some),
-// and the answer's message (OpenAI choices, Anthropic content, a
-// response's output) for a non-streamed call that succeeded, or what a
+// and the answer's message (its front's answerMember: OpenAI choices,
+// Anthropic content, a response's output) for a non-streamed call that
+// succeeded, or what a
 // stream relayed to the client (whole or cut), as its follower kept it
 // (up to dialect.KeepMax bytes).
 //
@@ -72,25 +73,12 @@ func (c *call) payload() (input, output string) {
 		return input, string(c.streamed.answer())
 	}
 	if a := c.answer; a != nil && a.status/100 == 2 {
-		var choices, content, out []byte
+		member := c.f.answerMember() // choices, content, output
 		_ = dialect.EachMember(a.body, func(name, value []byte) {
-			switch string(name) {
-			case "choices":
-				choices = value
-			case "content":
-				content = value
-			case "output":
-				out = value
+			if string(name) == member {
+				output = string(value)
 			}
 		})
-		switch {
-		case choices != nil:
-			output = string(choices)
-		case content != nil:
-			output = string(content)
-		case out != nil:
-			output = string(out)
-		}
 	}
 	return input, output
 }

@@ -25,11 +25,13 @@ var bodies = []string{
 	`{"usage":{"prompt_tokens":"1"}}`,
 	`{"content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":5,"output_tokens":2,"cache_read_input_tokens":1}}`,
 	`{"choices":[],"content":"c"}`,
+	`{"id":"resp_1","output":[{"type":"message","content":[]}],"output":[{"type":"function_call"}],"content":"c"}`,
 	`{"choices":[{"message":{"content":"yo"}}],"usage":{"prompt_tokens":3}`,
 	`[{"messages":[1]}]`, `null`, ``, `"s"`, `{"messages":[1]} {}`,
 }
 
-// oldPayload is payload as it was written on json.Unmarshal into maps.
+// oldPayload is payload as it was written on json.Unmarshal into maps
+// (the answer's member: its front's answerMember).
 func oldPayload(c *call) (input, output string) {
 	var in map[string]json.RawMessage
 	if json.Unmarshal(c.req.body, &in) == nil {
@@ -43,10 +45,8 @@ func oldPayload(c *call) (input, output string) {
 	if a := c.answer; a != nil && a.status/100 == 2 {
 		var out map[string]json.RawMessage
 		if json.Unmarshal(a.body, &out) == nil {
-			if ch, ok := out["choices"]; ok {
-				output = string(ch)
-			} else if ct, ok := out["content"]; ok {
-				output = string(ct)
+			if m, ok := out[c.f.answerMember()]; ok {
+				output = string(m)
 			}
 		}
 	}
@@ -54,14 +54,16 @@ func oldPayload(c *call) (input, output string) {
 }
 
 func TestPayloadMatchesMapDecoding(t *testing.T) {
-	for _, req := range bodies {
-		for _, resp := range bodies {
-			for _, status := range []int{200, 500} {
-				c := &call{req: &request{body: []byte(req)}, answer: &answer{status: status, body: []byte(resp)}}
-				in, out := c.payload()
-				wantIn, wantOut := oldPayload(c)
-				if in != wantIn || out != wantOut {
-					t.Fatalf("payload(%s, %d %s) = %q, %q; want %q, %q", req, status, resp, in, out, wantIn, wantOut)
+	for _, f := range []front{openAIFront{}, anthropicFront{}, responsesFront{}} {
+		for _, req := range bodies {
+			for _, resp := range bodies {
+				for _, status := range []int{200, 500} {
+					c := &call{f: f, req: &request{body: []byte(req)}, answer: &answer{status: status, body: []byte(resp)}}
+					in, out := c.payload()
+					wantIn, wantOut := oldPayload(c)
+					if in != wantIn || out != wantOut {
+						t.Fatalf("%s: payload(%s, %d %s) = %q, %q; want %q, %q", f.answerMember(), req, status, resp, in, out, wantIn, wantOut)
+					}
 				}
 			}
 		}

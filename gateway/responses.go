@@ -14,6 +14,7 @@ import (
 	"github.com/belay-run/belay/dialect/sse"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/route"
+	"github.com/belay-run/belay/run"
 )
 
 // responsesFront serves POST /v1/responses, OpenAI's Responses API. It
@@ -160,8 +161,9 @@ func missingState(fe *failure.Error) bool {
 	return strings.HasSuffix(fe.ProviderCode, "_not_found") && fe.ProviderCode != "model_not_found"
 }
 
-// preferTransient returns the failure a Responses call reports when its
-// chain ended on a misdirected refusal (err): the latest transient
+// preferTransient returns the failure a call reports when its chain
+// ended on a misdirected refusal (err; only a Responses call's failures
+// are misdirected, and any other err is returned as it is): the latest transient
 // failure of another deployment, when there was one, since that
 // deployment may hold the state the refusal says is missing, and a
 // retry may reach it (an adversarial review: a 500 from the account
@@ -315,26 +317,32 @@ func (c *contextCache) get(tenant, id string) (int64, bool) {
 	return n, ok
 }
 
-// rememberContext records the context of the response call c answered
-// (its id, and its prompt and output tokens as reported): from the
-// answer's body, or from the stream's final response event.
+// rememberContext records the context of the response call c answered:
+// its id (the answer body's, or the stream's response events') and the
+// prompt and output tokens of the attempt that served it, as charged
+// when the provider reported them. It runs before the answer is written,
+// so that a continuation the client sends at once is reserved with it.
 func (s *Server) rememberContext(c *call) {
+	c.mu.Lock()
+	var served Charge
+	n := len(c.charges)
+	if n > 0 {
+		served = c.charges[n-1] // the last attempt's: the one that answered
+	}
+	c.mu.Unlock()
+	if n == 0 || served.Estimated {
+		return
+	}
 	var id string
-	var u dialect.Usage
-	ok := false
 	switch {
 	case c.answer != nil:
 		_ = dialect.DecodeMember(c.answer.body, "id", &id)
-		u, ok = responsesFront{}.usage(c.answer.body)
 	case c.streamed != nil:
-		if rs, isResponses := c.streamed.(*responsesStream); isResponses {
+		if rs, ok := c.streamed.(*responsesStream); ok {
 			id = rs.acc.ResponseID()
-			u, ok = rs.acc.Usage()
 		}
 	}
-	if ok {
-		s.contexts.put(c.tenant.Name, id, satAdd(u.Prompt(), u.Output))
-	}
+	s.contexts.put(c.tenant.Name, id, run.AddTokens(served.Usage.Prompt(), served.Usage.Output))
 }
 
 // answerFacts reads a response's id, model and how it ended

@@ -110,12 +110,10 @@ func TestUnknownHeaderAfterTheKey(t *testing.T) {
 // object ends the client's stream with belay's own error event, which
 // the SDK raises.
 func TestResponsesErrorEventNotAnObject(t *testing.T) {
-	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		io.WriteString(w, respEvent("response.created", respCreated)+
-			respEvent("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"partial"}`)+
-			"event: error\ndata: \"upstream overloaded\"\n\n")
-	})
+	f := respStream(t,
+		respEvent("response.created", respCreated),
+		respDelta(1, "partial"),
+		"event: error\ndata: \"upstream overloaded\"\n\n")
 	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
 	_, raw := h.post("/v1/responses", `{"model":"fake","input":"hi","stream":true}`, nil)
 	t.Logf("client stream tail: %q", raw[max(0, len(raw)-300):])
@@ -248,12 +246,10 @@ models:
 // The same when the response was streamed: its context comes from the
 // stream's response.completed.
 func TestResponsesStreamedContinuationReservesItsContext(t *testing.T) {
-	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		io.WriteString(w, respEvent("response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_s","object":"response","status":"in_progress","output":[],"usage":null}}`)+
-			respEvent("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"ok"}`)+
-			respEvent("response.completed", `{"type":"response.completed","sequence_number":2,"response":{"id":"resp_s","object":"response","status":"completed","output":[],"usage":{"input_tokens":1000000,"output_tokens":2,"total_tokens":1000002}}}`))
-	})
+	f := respStream(t,
+		respEvent("response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_s","object":"response","status":"in_progress","output":[],"usage":null}}`),
+		respDelta(1, "ok"),
+		respEvent("response.completed", `{"type":"response.completed","sequence_number":2,"response":{"id":"resp_s","object":"response","status":"completed","output":[],"usage":{"input_tokens":1000000,"output_tokens":2,"total_tokens":1000002}}}`))
 	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
 	if resp, body := h.post("/v1/responses", `{"model":"fake","input":"a very long document","stream":true}`, nil); resp.StatusCode != 200 {
 		t.Fatalf("first call: %d %s", resp.StatusCode, body)

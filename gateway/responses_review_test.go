@@ -63,6 +63,21 @@ func TestResponsesMissingEndpointLeavesTheBreaker(t *testing.T) {
 	}
 }
 
+// respStream is a fake upstream that answers every request with the
+// stream events given (respEvent's, or any SSE text), then ends its body.
+func respStream(t *testing.T, events ...string) *fakeUpstream {
+	return newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		sseHeader(w)
+		io.WriteString(w, strings.Join(events, ""))
+	})
+}
+
+// respDelta is a response.output_text.delta event of text, numbered seq.
+func respDelta(seq int, text string) string {
+	return respEvent("response.output_text.delta", fmt.Sprintf(
+		`{"type":"response.output_text.delta","sequence_number":%d,"item_id":"m","output_index":0,"content_index":0,"delta":%q}`, seq, text))
+}
+
 func respEvent(typ, data string) string {
 	return "event: " + typ + "\ndata: " + data + "\n\n"
 }
@@ -74,12 +89,10 @@ const respCreated = `{"type":"response.created","sequence_number":0,"response":{
 // got, as the chat completions path records a partial tool call (it
 // recorded nothing).
 func TestResponsesCutFunctionCallRecorded(t *testing.T) {
-	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		io.WriteString(w, respEvent("response.created", respCreated)+
-			respEvent("response.output_item.added", `{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"refund","arguments":"","status":"in_progress"}}`)+
-			respEvent("response.function_call_arguments.delta", `{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"{\"order\":\"A-1"}`))
-	})
+	f := respStream(t,
+		respEvent("response.created", respCreated),
+		respEvent("response.output_item.added", `{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"refund","arguments":"","status":"in_progress"}}`),
+		respEvent("response.function_call_arguments.delta", `{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"{\"order\":\"A-1"}`))
 	h := newHarness(t, harnessOpts{extra: fakeAlias(f) + "capture: full\n"})
 	var resp *http.Response
 	resp, body := h.post("/v1/responses", `{"model":"fake","input":"refund A-1","stream":true}`, nil)
@@ -103,12 +116,10 @@ func TestResponsesCutFunctionCallRecorded(t *testing.T) {
 // and closed cleanly) is a cut: the client's stream ends with belay's
 // error event, which the SDK raises (it ended cleanly).
 func TestResponsesDoneWithoutCompletedIsACut(t *testing.T) {
-	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		io.WriteString(w, respEvent("response.created", respCreated)+
-			respEvent("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"partial"}`)+
-			"data: [DONE]\n\n")
-	})
+	f := respStream(t,
+		respEvent("response.created", respCreated),
+		respDelta(1, "partial"),
+		"data: [DONE]\n\n")
 	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
 	s := h.openai().Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "fake",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
@@ -178,12 +189,10 @@ func TestResponsesUsageChargedAsChat(t *testing.T) {
 // member) reaches openai-go as an error (it was one more event, and
 // Err() was nil: a clean end).
 func TestResponsesProviderErrorEventRaised(t *testing.T) {
-	f := newFake(t, func(n int64, w http.ResponseWriter, r *http.Request) {
-		sseHeader(w)
-		io.WriteString(w, respEvent("response.created", respCreated)+
-			respEvent("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"partial"}`)+
-			respEvent("error", `{"type":"error","code":"server_error","message":"The server had an error while processing your request.","param":null,"sequence_number":2}`))
-	})
+	f := respStream(t,
+		respEvent("response.created", respCreated),
+		respDelta(1, "partial"),
+		respEvent("error", `{"type":"error","code":"server_error","message":"The server had an error while processing your request.","param":null,"sequence_number":2}`))
 	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
 	s := h.openai().Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "fake",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/belay-run/belay/budget"
@@ -241,7 +240,7 @@ func (t *runTurn) Cover(ctx context.Context, charges []Charge) error {
 		prompt = max(prompt, c.Usage.Prompt())
 		tokens += c.Usage.Total()
 	}
-	if err := t.adm.HoldTokens(ctx, satAdd(satAdd(tokens, prompt), t.output)); err != nil {
+	if err := t.adm.HoldTokens(ctx, run.AddTokens(run.AddTokens(tokens, prompt), t.output)); err != nil {
 		return err
 	}
 	used, _ := t.adm.Price(runOutcome(Outcome{Charges: charges}, false))
@@ -325,13 +324,4 @@ func storeLimits(l config.Limits) store.Limits {
 
 func configLimits(l store.Limits) config.Limits {
 	return config.Limits{MaxTurns: l.MaxTurns, Deadline: config.Duration(l.Deadline), MaxTokens: l.MaxTokens, MaxCostUSD: config.USD(l.MaxCost)}
-}
-
-// satAdd returns a+b for token counts (not negative), saturating at
-// math.MaxInt64 (see run's addTokens).
-func satAdd(a, b int64) int64 {
-	if b > math.MaxInt64-a {
-		return math.MaxInt64
-	}
-	return a + b
 }

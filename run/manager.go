@@ -319,9 +319,7 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 // lastModelSpan returns the latest-ending closed model span of run id in
 // the store; false when there is none or the store cannot say.
 func (m *Manager) lastModelSpan(ctx context.Context, id string) (trace.Span, bool) {
-	sr, ok := m.st.(interface {
-		RunSpans(context.Context, string) ([]trace.Span, error)
-	})
+	sr, ok := m.st.(store.Spans)
 	if !ok {
 		return trace.Span{}, false
 	}

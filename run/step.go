@@ -189,7 +189,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		}
 	}
 	if s.EstimatedTokens == 0 {
-		s.EstimatedTokens = addTokens(s.PromptTokens, s.MaxOutputTokens)
+		s.EstimatedTokens = AddTokens(s.PromptTokens, s.MaxOutputTokens)
 	}
 	now := r.m.now()
 	a := &Admitted{r: r, step: s, start: now, spanID: newSpanID()}
@@ -937,11 +937,11 @@ func (a *Admitted) cause(err error) error {
 	return err
 }
 
-// addTokens returns a+b for token counts (not negative), saturating at
+// AddTokens returns a+b for token counts (not negative), saturating at
 // math.MaxInt64: an output limit of 2^63-1 (the largest a request can
 // send) wrapped a sum negative, and the step passed a token limit (an
 // adversarial review).
-func addTokens(a, b int64) int64 {
+func AddTokens(a, b int64) int64 {
 	if b > math.MaxInt64-a {
 		return math.MaxInt64
 	}

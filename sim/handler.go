@@ -34,12 +34,10 @@ type exchange struct {
 	// itemIDs are a Responses answer's output item ids: the message's,
 	// then each call's.
 	itemIDs []string
-	// instructions are a Responses request's, echoed in its response
-	// with the other settings echo holds.
-	instructions string
-	echo         *responsesEcho
-	created      int64
-	retryAfter   time.Duration
+	// echo is what a Responses answer repeats of its request.
+	echo       *responsesEcho
+	created    int64
+	retryAfter time.Duration
 }
 
 // reply is what the simulated model says. cut is true when the output was

@@ -44,8 +44,7 @@ func (responsesWire) parse(body []byte) (*exchange, error) {
 		(text.Format.Type == "json_schema" || text.Format.Type == "json_object") {
 		ex.jsonOut, ex.schema = true, text.Format.Schema
 	}
-	ex.instructions = req.InstructionsText()
-	ex.echo = &responsesEcho{previous: req.PreviousResponseID, store: req.Store == nil || *req.Store,
+	ex.echo = &responsesEcho{instructions: req.InstructionsText(), previous: req.PreviousResponseID, store: req.Store == nil || *req.Store,
 		parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
 	_ = dialect.EachMember(body, func(name, value []byte) {
 		switch string(name) {
@@ -61,10 +60,12 @@ func (responsesWire) parse(body []byte) (*exchange, error) {
 }
 
 // responsesEcho is what a response object repeats of its request: the
-// output format, tools and tool choice as sent, the response it
-// continues, and whether it is stored (the simulator keeps none: it
-// answers from the input sent, whatever previous_response_id says).
+// instructions, the output format, tools and tool choice as sent, the
+// response it continues, and whether it is stored (the simulator keeps
+// none: it answers from the input sent, whatever previous_response_id
+// says).
 type responsesEcho struct {
+	instructions            string
 	text, tools, toolChoice json.RawMessage
 	previous                *string
 	store, parallel         bool
@@ -112,16 +113,16 @@ func (responsesWire) items(ex *exchange, r reply) []openai.OutputItem {
 	return out
 }
 
-// response returns the response object for reply r in the given status;
-// usage is nil before the response is done.
-func (w responsesWire) response(ex *exchange, r reply, status string, output []openai.OutputItem, usage *openai.ResponsesUsage) openai.Response {
+// responseObject returns exchange ex's response object in the given
+// status, with output and usage (nil before the response is done).
+func responseObject(ex *exchange, status string, output []openai.OutputItem, usage *openai.ResponsesUsage) openai.Response {
 	e := ex.echo
 	resp := openai.Response{ID: ex.messageID, Object: "response", CreatedAt: ex.created, Status: status,
 		Model: ex.model, Output: output, ParallelToolCalls: e.parallel, Store: e.store, PreviousResponseID: e.previous,
 		Text: orRaw(e.text, `{"format":{"type":"text"}}`), ToolChoice: orRaw(e.toolChoice, `"auto"`),
 		Tools: orRaw(e.tools, `[]`), Usage: usage, Metadata: map[string]any{}}
-	if ex.instructions != "" {
-		in := ex.instructions
+	if e.instructions != "" {
+		in := e.instructions
 		resp.Instructions = &in
 	}
 	if ex.maxOut > 0 {
@@ -156,7 +157,7 @@ func finalStatus(r reply) string {
 
 func (w responsesWire) body(ex *exchange, r reply) []byte {
 	u := openai.ResponsesUsageFrom(ex.usage(r))
-	b, _ := json.Marshal(w.response(ex, r, finalStatus(r), w.items(ex, r), &u))
+	b, _ := json.Marshal(responseObject(ex, finalStatus(r), w.items(ex, r), &u))
 	return b
 }
 
@@ -175,8 +176,8 @@ func (w responsesWire) stream(hw http.ResponseWriter, r *http.Request, ex *excha
 		}
 		add(typ, fields)
 	}
-	add("response.created", map[string]any{"response": w.response(ex, rep, "in_progress", nil, nil)})
-	add("response.in_progress", map[string]any{"response": w.response(ex, rep, "in_progress", nil, nil)})
+	add("response.created", map[string]any{"response": responseObject(ex, "in_progress", nil, nil)})
+	add("response.in_progress", map[string]any{"response": responseObject(ex, "in_progress", nil, nil)})
 	items := w.items(ex, rep)
 	for oi, it := range items {
 		started := it
@@ -208,7 +209,7 @@ func (w responsesWire) stream(hw http.ResponseWriter, r *http.Request, ex *excha
 	}
 	u := openai.ResponsesUsageFrom(ex.usage(rep))
 	final := finalStatus(rep)
-	add("response."+final, map[string]any{"response": w.response(ex, rep, final, items, &u)})
+	add("response."+final, map[string]any{"response": responseObject(ex, final, items, &u)})
 
 	stopAt := -1
 	if p.stopAfter >= 0 {
