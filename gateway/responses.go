@@ -262,8 +262,10 @@ func (s *responsesStream) usage() (dialect.Usage, bool) {
 }
 
 // contextCacheMax bounds the responses a contextCache remembers: the
-// latest 20,000 (about 3 MB); a continuation usually follows its
-// response within minutes.
+// latest 20,000, about 2.5 MB (20,000 entries of tenant "default" and a
+// 53-character response id held 2,491,736 bytes of heap in a one-off
+// measurement); a continuation usually follows its response within
+// minutes.
 const contextCacheMax = 20_000
 
 // contextCache remembers, per tenant, the context size of each response
