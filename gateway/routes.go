@@ -29,6 +29,8 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.ready)
+	mux.HandleFunc("GET "+RunsAPIPath+"{id}", s.getRun)
+	mux.HandleFunc("POST "+RunsAPIPath+"{id}/end", s.endRun)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	s.adminRoutes(mux)
 	return inDialect(mux)

@@ -451,6 +451,16 @@ func (r *Run) endIdle(why string) {
 	_ = r.end(context.WithValue(r.m.ctx, asyncEndKey{}, true), status, err, false)
 }
 
+// LastCallFailed reports whether the run's last model step failed (it
+// settled with an error, or was refused): the outcome an idle end gives the
+// run (failed when true, succeeded otherwise). False for a run with no
+// model step. Safe for concurrent use.
+func (r *Run) LastCallFailed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastFailed
+}
+
 func (r *Run) lastActiveTime() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -314,6 +315,66 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 		}
 		before = runs[len(runs)-1].Started
 	}
+}
+
+// End ends run id of tenant at its client's request and returns its record
+// once written (the gateway's POST /v1/belay/runs/{id}/end). status is
+// store.RunSucceeded or store.RunFailed, or "" for the outcome of the run's
+// last model call, as an idle end gives it: failed when that call failed
+// (as this process saw it, or, for a run it did not hold, as the call's
+// span in the store says), succeeded otherwise. msg is the error recorded
+// on a failed end ("" for one that says why). Like Run.Finish, the end is
+// hard: steps still in flight are canceled and charged for what they
+// used. A run that has already ended keeps its first ending, and its
+// record is returned: the stored one, whose counts include the run's
+// calls through other processes on the store (this process's own record
+// when the store cannot be read). An unknown id, or a run of another tenant, is an
+// error wrapping store.ErrNotFound. The record is written before End
+// returns, unless ctx ends first (then it is written in the background and
+// ctx's error is returned with the record as it stands). Safe for
+// concurrent use.
+func (m *Manager) End(ctx context.Context, id, tenant string, status store.RunStatus, msg string) (store.Run, error) {
+	switch status {
+	case "", store.RunSucceeded, store.RunFailed:
+	default:
+		return store.Run{}, fmt.Errorf("run: end with status %q; want succeeded or failed", status)
+	}
+	held := m.holds(id)
+	r, err := m.Get(ctx, id)
+	if err != nil {
+		return store.Run{}, err
+	}
+	if r.Tenant() != tenant {
+		return store.Run{}, fmt.Errorf("run: get %s: %w", id, store.ErrNotFound)
+	}
+	if status == "" {
+		failed := r.LastCallFailed()
+		if !held {
+			last, ok := m.lastModelSpan(ctx, id)
+			failed = ok && last.Status != trace.StatusOK
+		}
+		status = store.RunSucceeded
+		if failed {
+			status = store.RunFailed
+			msg = cmp.Or(msg, "ended by its client; its last call had failed")
+		}
+	}
+	var endErr error
+	if status == store.RunFailed {
+		endErr = errors.New(cmp.Or(msg, "ended by its client as failed"))
+	}
+	if err := r.Finish(ctx, status, endErr); err != nil {
+		return store.Run{}, err
+	}
+	if err := r.Flush(ctx); err != nil {
+		return r.Record(), err
+	}
+	// The stored record: its counts include the run's calls through other
+	// processes on the store (the ledger raises them), this one's do not.
+	if rec, err := m.st.GetRun(ctx, id); err == nil {
+		return rec, nil
+	}
+	return r.Record(), nil
 }
 
 // lastModelSpan returns the latest-ending closed model span of run id in

@@ -196,6 +196,37 @@ test('belay refusal: max turns exceeded is a 403 APIError, sent once', async () 
   assert.equal(calls.length, 2, `requests: ${JSON.stringify(calls)}`);
 });
 
+test("the run API: the agent's own client reads its run and ends it as failed", async () => {
+  const { c, calls } = client();
+  const runId = `node-test-end-${process.pid}-${Date.now()}`;
+  const opts = { headers: { 'X-Belay-Run-Id': runId } };
+  const body = { model: MODEL, messages: [{ role: 'user', content: 'One turn, then the agent gives up.' }] };
+  const ok = await c.chat.completions.create(body, opts).withResponse();
+  const cost = ok.response.headers.get('x-belay-cost-usd');
+
+  const read = await c.get(`/belay/runs/${runId}`);
+  assert.equal(read.object, 'belay.run');
+  assert.equal(read.id, runId);
+  assert.equal(read.status, 'running');
+  assert.equal(read.run.turns, 1);
+  assert.equal(read.cost_usd, cost);
+
+  const ended = await c.post(`/belay/runs/${runId}/end`, { body: { status: 'failed', error: 'the agent gave up' } });
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.run.error, 'the agent gave up');
+  assert.equal(ended.run.turns, 1);
+  assert.ok(ended.run.ended, 'an ended run has its end time');
+
+  const err = await expectAPIError(c.chat.completions.create(body, opts));
+  assert.equal(err.status, 409);
+  assert.equal(err.code, 'run_ended');
+
+  const missing = await expectAPIError(c.post('/belay/runs/node-test-no-such-run/end'));
+  assert.ok(missing instanceof OpenAI.NotFoundError, `got ${missing.constructor.name}`);
+  assert.equal(missing.code, 'run_not_found');
+  assert.equal(calls.length, 5, `requests: ${JSON.stringify(calls)}`);
+});
+
 test('belay refusal: an unknown model is a 404 NotFoundError, sent once', async () => {
   const { c, calls } = client();
   const err = await expectAPIError(

@@ -1,0 +1,195 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/belay-run/belay/dialect/anthropic"
+	"github.com/belay-run/belay/dialect/openai"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/store"
+)
+
+// The run API for clients, under the tenant's virtual key (as the model
+// endpoints), so that an agent that names its runs (X-Belay-Run-Id) can
+// read and end them without the admin key. The paths are under /v1, so an
+// OpenAI client reaches them with its own base URL and a custom request
+// (openai-go's Client.Post, npm openai's client.post("/belay/runs/ID/end")):
+//
+//	GET  /v1/belay/runs/{id}       the run's record
+//	POST /v1/belay/runs/{id}/end   end it: {"status": "succeeded"|"failed", "error": "..."}, both optional
+const (
+	RunsAPIPath = "/v1/belay/runs/"
+)
+
+// runEnder is implemented by a Turns that can end a run at its client's
+// request (run.Manager.End).
+type runEnder interface {
+	EndRun(ctx context.Context, id, tenant string, status store.RunStatus, msg string) (store.Run, error)
+}
+
+// EndRun ends run id of tenant (see run.Manager.End).
+func (t *runTurns) EndRun(ctx context.Context, id, tenant string, status store.RunStatus, msg string) (store.Run, error) {
+	return t.m.End(ctx, id, tenant, status, msg)
+}
+
+// runAnswer is the answer of the run API: the client's run id, the run's
+// record as the store and the admin API hold it (its id the stored one,
+// TENANT~ID with tenants; cost in 10⁻¹² USD), and the cost in dollars as a
+// decimal string (the form of x-belay-cost-usd).
+type runAnswer struct {
+	Object  string    `json:"object"` // "belay.run"
+	ID      string    `json:"id"`
+	Status  string    `json:"status"`
+	CostUSD string    `json:"cost_usd"`
+	Run     store.Run `json:"run"`
+}
+
+// maxEndBody bounds the body of an end request.
+const maxEndBody = 64 << 10
+
+// endRequest is the body of POST /v1/belay/runs/{id}/end.
+type endRequest struct {
+	Status store.RunStatus `json:"status"`
+	Error  string          `json:"error"`
+}
+
+// runsFront is the dialect of a run API request's errors: Anthropic's when
+// it carries anthropic-version, OpenAI's otherwise.
+func runsFront(r *http.Request) front { return modelsFront(r) }
+
+// runOf identifies the caller and returns its tenant's name and the run's
+// client and stored ids, or writes the refusal and returns ok false.
+func (s *Server) runOf(w http.ResponseWriter, r *http.Request) (tenant, id, key string, ok bool) {
+	f := runsFront(r)
+	t, fe := s.tenants.identify(r)
+	if fe != nil {
+		refuseModels(w, f, fe)
+		return "", "", "", false
+	}
+	id = r.PathValue("id")
+	if !runIDPattern.MatchString(id) {
+		refuseModels(w, f, refusal(failure.InvalidRequest, fmt.Sprintf("run id %q: want 1-128 characters of letters, digits and . _ : - (the id sent as %s)", id, HeaderRunID)))
+		return "", "", "", false
+	}
+	return t.Name, id, s.tenants.runKey(t.Name, id), true
+}
+
+// runNotFound writes 404 in the request's dialect for a run the tenant
+// does not have.
+func runNotFound(w http.ResponseWriter, r *http.Request, id string) {
+	f := runsFront(r)
+	w.Header().Set(HeaderShouldRetry, "false")
+	setRequestID(w.Header(), f.dialect())
+	msg := fmt.Sprintf("run %q not found: no run of this key has that id (a call without %s is a run of its own, whose id is in its answer's %s; a call refused before it counted, for its key or body, leaves no run)", id, HeaderRunID, HeaderRunID)
+	if f.dialect() == failure.DialectAnthropic {
+		anthropic.WriteError(w, http.StatusNotFound, "not_found_error", msg)
+		return
+	}
+	openai.WriteError(w, http.StatusNotFound, "invalid_request_error", "run_not_found", msg)
+}
+
+// storeFailed writes a retryable 503 for a store that could not answer.
+func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.LogAttrs(r.Context(), slog.LevelWarn, "run API: store unavailable", slogString("path", r.URL.Path), slogErr(err))
+	f := runsFront(r)
+	setRequestID(w.Header(), f.dialect())
+	w.Header().Set("Retry-After", "1")
+	const msg = "belay's store is unavailable; retry shortly"
+	if f.dialect() == failure.DialectAnthropic {
+		anthropic.WriteError(w, http.StatusServiceUnavailable, "api_error", msg)
+		return
+	}
+	openai.WriteError(w, http.StatusServiceUnavailable, "server_error", storeUnavailableType, msg)
+}
+
+func (s *Server) answerRun(w http.ResponseWriter, id string, rec store.Run) {
+	writeJSON(w, http.StatusOK, runAnswer{Object: "belay.run", ID: id, Status: string(rec.Status), CostUSD: rec.Cost.Decimal(), Run: rec})
+}
+
+// getRun serves GET /v1/belay/runs/{id}: the run's record as the store
+// holds it, after this process's pending writes for it.
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	tenant, id, key, ok := s.runOf(w, r)
+	if !ok {
+		return
+	}
+	if s.store == nil {
+		s.storeFailed(w, r, errors.New("no store"))
+		return
+	}
+	s.flushBefore(r.Context(), key)
+	rec, err := s.store.GetRun(r.Context(), key)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || err == nil && rec.Tenant != tenant:
+		runNotFound(w, r, id)
+	case err != nil:
+		s.storeFailed(w, r, err)
+	default:
+		s.answerRun(w, id, rec)
+	}
+}
+
+// endRun serves POST /v1/belay/runs/{id}/end (see runEnder). An empty
+// body ends the run by its last call's outcome.
+func (s *Server) endRun(w http.ResponseWriter, r *http.Request) {
+	tenant, id, key, ok := s.runOf(w, r)
+	if !ok {
+		return
+	}
+	f := runsFront(r)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEndBody))
+	if err != nil {
+		refuseModels(w, f, refusal(failure.InvalidRequest, fmt.Sprintf("reading the request body failed (at most %d bytes)", maxEndBody)))
+		return
+	}
+	var req endRequest
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || dec.More() {
+			refuseModels(w, f, refusal(failure.InvalidRequest, fmt.Sprintf(`body: want a JSON object {"status": "succeeded" or "failed", "error": "why it failed"}, both optional (%v)`, cmpErr(err, "more than one value"))))
+			return
+		}
+	}
+	switch req.Status {
+	case "", store.RunSucceeded, store.RunFailed:
+	default:
+		refuseModels(w, f, refusal(failure.InvalidRequest, fmt.Sprintf(`status: %q is not "succeeded" or "failed" (omit it to end the run by its last call's outcome)`, req.Status)))
+		return
+	}
+	if req.Status == store.RunSucceeded && req.Error != "" {
+		refuseModels(w, f, refusal(failure.InvalidRequest, `error: a run that succeeded has no error (send "status": "failed" with it)`))
+		return
+	}
+	e, ok := s.runs.(runEnder)
+	if !ok {
+		runNotFound(w, r, id)
+		return
+	}
+	rec, err := e.EndRun(r.Context(), key, tenant, req.Status, req.Error)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		runNotFound(w, r, id)
+	case err != nil && rec.ID == "":
+		s.storeFailed(w, r, err)
+	default:
+		// Ended; a write still pending (ctx ended first) finishes in the
+		// background, and the record returned is the process's own.
+		s.answerRun(w, id, rec)
+	}
+}
+
+// cmpErr returns err's text, or alt when err is nil.
+func cmpErr(err error, alt string) string {
+	if err == nil {
+		return alt
+	}
+	return err.Error()
+}

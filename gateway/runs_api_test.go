@@ -1,0 +1,297 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/sim"
+	"github.com/belay-run/belay/store"
+)
+
+// runAnswer is the run API's answer.
+type runAnswer struct {
+	Object  string    `json:"object"`
+	ID      string    `json:"id"`
+	Status  string    `json:"status"`
+	CostUSD string    `json:"cost_usd"`
+	Run     store.Run `json:"run"`
+}
+
+func (h *harness) runAPI(method, path, body string, hdr map[string]string) (int, string) {
+	h.t.Helper()
+	req, _ := http.NewRequest(method, h.gw.URL+path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func decodeRun(t *testing.T, body string) runAnswer {
+	t.Helper()
+	var a runAnswer
+	if err := json.Unmarshal([]byte(body), &a); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	return a
+}
+
+// An agent that names its run reads it and ends it through its own OpenAI
+// client (a custom request on the base URL), and the run then takes no
+// more calls. The record's counts and cost are the calls' own.
+func TestRunAPIReadAndEnd(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	client := h.openai(ooption.WithHeader("X-Belay-Run-Id", "agent-run-1"))
+	var sum budget.USD
+	for range 2 {
+		var resp *http.Response
+		if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: userMsg("hi")},
+			ooption.WithResponseInto(&resp)); err != nil {
+			t.Fatal(err)
+		}
+		c, err := budget.ParseUSD(resp.Header.Get("X-Belay-Cost-Usd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum = sum.Add(c)
+	}
+
+	var got runAnswer
+	if err := client.Get(ctx, "belay/runs/agent-run-1", nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Object != "belay.run" || got.ID != "agent-run-1" || got.Status != "running" || got.Run.Turns != 2 || got.Run.Cost != sum {
+		t.Fatalf("read: %+v, want running, 2 turns, cost %s", got, sum)
+	}
+	if got.CostUSD != sum.Decimal() || got.Run.InputTokens == 0 || got.Run.OutputTokens == 0 {
+		t.Errorf("read: cost_usd %q, tokens %d/%d; want %q and the calls' tokens", got.CostUSD, got.Run.InputTokens, got.Run.OutputTokens, sum.Decimal())
+	}
+
+	var ended runAnswer
+	if err := client.Post(ctx, "belay/runs/agent-run-1/end", nil, &ended); err != nil {
+		t.Fatal(err)
+	}
+	if ended.Status != "succeeded" || ended.Run.Ended.IsZero() || ended.Run.Turns != 2 || ended.Run.Cost != sum || ended.Run.Error != "" {
+		t.Fatalf("end: %+v", ended)
+	}
+	if rec := h.record("agent-run-1"); rec.Status != store.RunSucceeded || !rec.Ended.Equal(ended.Run.Ended) {
+		t.Errorf("stored: %s ended %v, want succeeded at %v", rec.Status, rec.Ended, ended.Run.Ended)
+	}
+
+	_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: userMsg("hi")})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 409 || apiErr.Code != "run_ended" {
+		t.Fatalf("call after the end: %v, want 409 run_ended", err)
+	}
+
+	// Ending again changes nothing: the first ending holds.
+	var again runAnswer
+	if err := client.Post(ctx, "belay/runs/agent-run-1/end", map[string]string{"status": "failed", "error": "late"}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Status != "succeeded" || !again.Run.Ended.Equal(ended.Run.Ended) || again.Run.Error != "" {
+		t.Errorf("second end: %+v, want the first ending kept", again)
+	}
+}
+
+// A run ended as failed by its client records the client's reason; ended
+// with no status, it takes its last call's outcome.
+func TestRunAPIEndOutcome(t *testing.T) {
+	down, _ := sim.LookupProfile("down")
+	h := newHarness(t, harnessOpts{})
+	call := func(run, model string) {
+		t.Helper()
+		resp, body := h.post("/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`,
+			map[string]string{"X-Belay-Run-Id": run})
+		if model == "gpt-4o-mini" && resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", run, resp.StatusCode, body)
+		}
+	}
+	call("gave-up", "gpt-4o-mini")
+	code, body := h.runAPI("POST", "/v1/belay/runs/gave-up/end", `{"status":"failed","error":"the agent gave up after 3 tries"}`, nil)
+	if a := decodeRun(t, body); code != 200 || a.Status != "failed" || a.Run.Error != "the agent gave up after 3 tries" || a.Run.Turns != 1 {
+		t.Fatalf("failed end: %d %s", code, body)
+	}
+
+	call("last-ok", "gpt-4o-mini")
+	code, body = h.runAPI("POST", "/v1/belay/runs/last-ok/end", "", nil)
+	if a := decodeRun(t, body); code != 200 || a.Status != "succeeded" {
+		t.Fatalf("end after a good call: %d %s", code, body)
+	}
+
+	h2 := newHarness(t, harnessOpts{profiles: map[string]sim.Profile{"oa-1": down, "oa-2": down}})
+	resp, b := h2.post("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"X-Belay-Run-Id": "last-failed"})
+	if resp.StatusCode < 500 {
+		t.Fatalf("call to a down model: %d %s", resp.StatusCode, b)
+	}
+	code, body = h2.runAPI("POST", "/v1/belay/runs/last-failed/end", "", nil)
+	if a := decodeRun(t, body); code != 200 || a.Status != "failed" || !strings.Contains(a.Run.Error, "its last call had failed") {
+		t.Fatalf("end after a failed call: %d %s", code, body)
+	}
+}
+
+// Bad requests get errors in the caller's dialect; another tenant's run
+// and an unknown one are both 404, with nothing changed.
+func TestRunAPIRefusals(t *testing.T) {
+	h := newHarness(t, harnessOpts{extra: "tenants: [{name: acme, key: vk-acme}, {name: beta, key: vk-beta}]\n"})
+	acme := map[string]string{"Authorization": "Bearer vk-acme"}
+	resp, body := h.post("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"Authorization": "Bearer vk-acme", "X-Belay-Run-Id": "r1"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("call: %d %s", resp.StatusCode, body)
+	}
+	type errBody struct {
+		Error struct {
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Type string `json:"type"`
+	}
+	cases := []struct {
+		name, method, path, body string
+		hdr                      map[string]string
+		status                   int
+		code, anthropicType      string
+		msg                      string
+	}{
+		{"no key", "GET", "/v1/belay/runs/r1", "", nil, 401, "invalid_api_key", "", "missing API key"},
+		{"other tenant", "GET", "/v1/belay/runs/r1", "", map[string]string{"Authorization": "Bearer vk-beta"}, 404, "run_not_found", "", `run "r1" not found`},
+		{"other tenant ends", "POST", "/v1/belay/runs/r1/end", "", map[string]string{"Authorization": "Bearer vk-beta"}, 404, "run_not_found", "", `run "r1" not found`},
+		{"unknown", "POST", "/v1/belay/runs/nope/end", "", acme, 404, "run_not_found", "", `run "nope" not found`},
+		{"stored id", "GET", "/v1/belay/runs/acme~r1", "", acme, 400, "", "", "want 1-128 characters"},
+		{"bad status", "POST", "/v1/belay/runs/r1/end", `{"status":"stopped"}`, acme, 400, "", "", `status: "stopped" is not`},
+		{"unknown member", "POST", "/v1/belay/runs/r1/end", `{"state":"failed"}`, acme, 400, "", "", `unknown field "state"`},
+		{"not JSON", "POST", "/v1/belay/runs/r1/end", `failed`, acme, 400, "", "", "want a JSON object"},
+		{"error on success", "POST", "/v1/belay/runs/r1/end", `{"status":"succeeded","error":"x"}`, acme, 400, "", "", "a run that succeeded has no error"},
+		{"anthropic client", "POST", "/v1/belay/runs/nope/end", "", map[string]string{"X-Api-Key": "vk-acme", "Anthropic-Version": "2023-06-01"}, 404, "", "not_found_error", `run "nope" not found`},
+	}
+	for _, c := range cases {
+		code, body := h.runAPI(c.method, c.path, c.body, c.hdr)
+		var e errBody
+		_ = json.Unmarshal([]byte(body), &e)
+		switch {
+		case code != c.status || !strings.Contains(e.Error.Message, c.msg):
+			t.Errorf("%s: %d %s, want %d with %q", c.name, code, body, c.status, c.msg)
+		case c.anthropicType != "" && (e.Type != "error" || e.Error.Type != c.anthropicType):
+			t.Errorf("%s: %s, want Anthropic's error shape with %s", c.name, body, c.anthropicType)
+		case c.anthropicType == "" && c.code != "" && e.Error.Code != c.code:
+			t.Errorf("%s: code %q, want %q", c.name, e.Error.Code, c.code)
+		}
+	}
+	if rec := h.record("acme~r1"); rec.Status != store.RunRunning || rec.Turns != 1 {
+		t.Fatalf("after the refusals: %s, %d turns; want running, 1", rec.Status, rec.Turns)
+	}
+	code, body := h.runAPI("POST", "/v1/belay/runs/r1/end", `{"status":"failed"}`, acme)
+	if a := decodeRun(t, body); code != 200 || a.ID != "r1" || a.Run.ID != "acme~r1" || a.Status != "failed" || a.Run.Error != "ended by its client as failed" {
+		t.Fatalf("end: %d %s", code, body)
+	}
+}
+
+// A run ended through one gateway while another gateway on the same store
+// holds it: the other learns of the end when it next writes the run's
+// record (in the background, after a call), so it may serve a few calls
+// more (1 to 4 on SQLite and 1 on PostgreSQL here, calls back to back),
+// then refuses the run's calls with 409 run_ended. The stored record keeps the client's ending and counts
+// every call served.
+func TestRunAPIEndAcrossReplicas(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, okCompletion, 10, 5)
+	})
+	y := aliasRetrying(1, "", openAIDep("d", "gpt-4o", up.URL))
+	body := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
+	for kind, open := range sharedStores(t) {
+		t.Run(kind, func(t *testing.T) {
+			a, b := newGW(t, y, open()), newGW(t, y, open())
+			for i, g := range []*gw{a, b} {
+				if resp, out := g.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", "shared"); resp.StatusCode != 200 {
+					t.Fatalf("call %d: %d %s", i, resp.StatusCode, out)
+				}
+			}
+			resp, out := a.do("POST", "/v1/belay/runs/shared/end", `{"status":"failed","error":"stopped by the agent"}`)
+			if got := decodeRun(t, out); resp.StatusCode != 200 || got.Run.Turns != 2 || got.Status != "failed" {
+				t.Fatalf("end: %d %s; want failed with both gateways' 2 turns", resp.StatusCode, out)
+			}
+			// Calls back to back, then, after B's writes are done (the
+			// first one of a call after the end takes the ending), one
+			// that must be refused.
+			served, refused := 0, false
+			for i := range 4 {
+				if i == 3 {
+					flushRuns(t, b.stack)
+				}
+				resp, out := b.do("POST", "/v1/chat/completions", body, "X-Belay-Run-Id", "shared")
+				if resp.StatusCode == 200 {
+					served++
+					continue
+				}
+				if resp.StatusCode != 409 || !strings.Contains(out, "run_ended") {
+					t.Fatalf("call through the other gateway: %d %s", resp.StatusCode, out)
+				}
+				refused = true
+				break
+			}
+			t.Logf("calls the other gateway served after the end: %d", served)
+			if !refused {
+				t.Fatalf("the other gateway served %d calls of the ended run, the last after its writes were done", served)
+			}
+			resp, out = b.do("GET", "/v1/belay/runs/shared", "")
+			got := decodeRun(t, out)
+			if resp.StatusCode != 200 || got.Status != "failed" || got.Run.Error != "stopped by the agent" || got.Run.Turns != 2+served {
+				t.Fatalf("record: %d %s; want failed, %d turns", resp.StatusCode, out, 2+served)
+			}
+		})
+	}
+}
+
+// A run ended with no status by a gateway that does not hold it takes its
+// last call's outcome from that call's span in the store.
+func TestRunAPIEndByStoredLastCall(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), "refuse me") {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"message":"bad","type":"invalid_request_error","code":null}}`)
+			return
+		}
+		fmt.Fprintf(w, okCompletion, 10, 5)
+	})
+	y := aliasRetrying(1, "", openAIDep("d", "gpt-4o", up.URL))
+	open := sharedStores(t)["sqlite"]
+	a, b := newGW(t, y, open()), newGW(t, y, open())
+	for _, c := range []struct{ run, text, want string }{{"ok-elsewhere", "hi", "succeeded"}, {"failed-elsewhere", "refuse me", "failed"}} {
+		resp, out := a.do("POST", "/v1/chat/completions", `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"`+c.text+`"}]}`, "X-Belay-Run-Id", c.run)
+		if (resp.StatusCode == 200) != (c.want == "succeeded") {
+			t.Fatalf("%s: %d %s", c.run, resp.StatusCode, out)
+		}
+		if err := a.stack.Recorder.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		flushRuns(t, a.stack)
+		resp, out = b.do("POST", "/v1/belay/runs/"+c.run+"/end", "")
+		if got := decodeRun(t, out); resp.StatusCode != 200 || got.Status != c.want || got.Run.Turns != 1 {
+			t.Errorf("%s ended by the other gateway: %d %s; want %s", c.run, resp.StatusCode, out, c.want)
+		}
+	}
+}
