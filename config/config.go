@@ -140,6 +140,11 @@ type Deployment struct {
 	// self-hosted base_url (vLLM, Ollama) may go without, and its calls
 	// then carry no Authorization or x-api-key header.
 	APIKey Secret `yaml:"api_key"`
+	// SimProfile is the fault profile of the built-in simulator for this
+	// deployment (base_url sim:// only): none, storm, flaky, down, … (see
+	// sim.ProfileNames). Default: the profile the deployment is named
+	// after (name: down), else sim.profile.
+	SimProfile string `yaml:"sim_profile"`
 	// Timeouts replace the gateway's attempt timeouts for this
 	// deployment, each one set (a reasoning model that thinks for minutes
 	// before its first output, beside fast ones); zero keeps the

@@ -100,7 +100,11 @@ func TestParseErrors(t *testing.T) {
 		{"unknown nested key", "models:\n  - alias: a\n    deploymentz: []\n",
 			"line 3: models[0].deploymentz: unknown key (did you mean deployments?); want one of alias, deployments"},
 		{"unknown deployment key", "models:\n  - alias: a\n    deployments:\n      - " + sim + "\n      - {provider: openai, model: m, timeout: 30s}\n",
-			"line 5: models[0].deployments[1].timeout: unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, timeouts"},
+			"line 5: models[0].deployments[1].timeout: unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, sim_profile, timeouts"},
+		{"sim_profile off the simulator", "models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', sim_profile: down}\n",
+			`line 4: models[0].deployments[0].sim_profile: applies to the built-in simulator only (base_url: sim://); this deployment's base_url is "http://127.0.0.1:9/v1"`},
+		{"unknown sim_profile", "models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, base_url: 'sim://', sim_profile: dwon}\n",
+			`line 4: models[0].deployments[0].sim_profile: "dwon" is not a profile; want one of bad_key, down, flaky, hang, no_quota, none, rate_limited, slow, storm, unreachable`},
 		{"unknown deployment timeout", "models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, base_url: 'sim://', timeouts: {connect: 1s}}\n",
 			"line 4: models[0].deployments[0].timeouts.connect: unknown key; want one of first_byte, first_token, idle"},
 		{"negative deployment timeout", "models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, base_url: 'sim://', timeouts: {idle: -1s}}\n",
@@ -206,7 +210,7 @@ func TestParseErrors(t *testing.T) {
 func TestErrorFields(t *testing.T) {
 	_, err := Parse([]byte("models:\n  - alias: a\n    deployments:\n      - {provider: openai, model: m, timeout: 30s}\n"), "belay.yaml", env(nil))
 	e, ok := errors.AsType[*Error](err)
-	if !ok || *e != (Error{File: "belay.yaml", Line: 4, Path: "models[0].deployments[0].timeout", Msg: "unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, timeouts"}) {
+	if !ok || *e != (Error{File: "belay.yaml", Line: 4, Path: "models[0].deployments[0].timeout", Msg: "unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, sim_profile, timeouts"}) {
 		t.Errorf("error %#v", err)
 	}
 	// Validate on a Config built in code: the path, no file or line.
@@ -237,7 +241,7 @@ models:
 	}
 	bad := y + "  - alias: c\n    deployments:\n      - {<<: *oa, tmeout: 1}\n"
 	_, err = Parse([]byte(bad), "belay.yaml", env(nil))
-	if want := "config belay.yaml: line 11: models[2].deployments[0].tmeout: unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, timeouts"; err == nil || err.Error() != want {
+	if want := "config belay.yaml: line 11: models[2].deployments[0].tmeout: unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, sim_profile, timeouts"; err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
 	}
 }

@@ -118,6 +118,14 @@ func (c *Config) validateModels() error {
 				return bad(df+".name", "%q names two different deployments", d.Name)
 			}
 			names[d.Name] = true
+			if d.SimProfile != "" {
+				if !d.IsSim() {
+					return bad(df+".sim_profile", "applies to the built-in simulator only (base_url: %s); this deployment's base_url is %q", SimBaseURL, d.BaseURL)
+				}
+				if _, ok := sim.LookupProfile(d.SimProfile); !ok {
+					return bad(df+".sim_profile", "%q is not a profile; want one of %s", d.SimProfile, strings.Join(sim.ProfileNames(), ", "))
+				}
+			}
 			if d.IsSim() {
 				continue
 			}
@@ -140,7 +148,7 @@ func (c *Config) validateModels() error {
 func sameDeployment(c *Config, d Deployment) bool {
 	for _, m := range c.Models {
 		for _, o := range m.Deployments {
-			if o.Name == d.Name && (o.Provider != d.Provider || o.Model != d.Model || o.BaseURL != d.BaseURL || o.APIKey.Value != d.APIKey.Value || o.Timeouts != d.Timeouts) {
+			if o.Name == d.Name && (o.Provider != d.Provider || o.Model != d.Model || o.BaseURL != d.BaseURL || o.APIKey.Value != d.APIKey.Value || o.Timeouts != d.Timeouts || o.SimProfile != d.SimProfile) {
 				return false
 			}
 		}

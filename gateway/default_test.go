@@ -46,3 +46,39 @@ func TestDefaultConfigAnswers(t *testing.T) {
 		t.Errorf("readyz: %v %v", resp, err)
 	}
 }
+
+// A simulated deployment's sim_profile gives it a fault profile of its
+// own: a dead deployment before a healthy one, under any names. The
+// profile named like a deployment ("down") still applies without the key,
+// and the key wins over the name.
+func TestSimProfilePerDeployment(t *testing.T) {
+	y := `
+store: memory://
+retry: {max_attempts: 1}
+models:
+  - alias: m
+    deployments:
+      - {name: primary, provider: openai, model: gpt-4o-mini, base_url: "sim://", sim_profile: down}
+      - {name: down, provider: openai, model: gpt-4o-mini, base_url: "sim://", sim_profile: none}
+  - alias: by-name
+    deployments:
+      - {name: down, provider: openai, model: gpt-4o-mini, base_url: "sim://", sim_profile: none}
+  - alias: named-down
+    deployments:
+      - {name: unreachable, provider: openai, model: gpt-4o-mini, base_url: "sim://"}
+`
+	g := newGW(t, y, nil)
+	body := func(model string) string {
+		return `{"model":"` + model + `","messages":[{"role":"user","content":"ping"}]}`
+	}
+	resp, out := g.do("POST", "/v1/chat/completions", body("m"))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Belay-Deployment") != "down" || resp.Header.Get("X-Belay-Attempts") != "2" || resp.Header.Get("X-Belay-Degraded") != "true" {
+		t.Fatalf("m: %d %s %v; want the answer of deployment down (sim_profile: none) after primary (sim_profile: down) failed", resp.StatusCode, out, resp.Header)
+	}
+	if resp, out := g.do("POST", "/v1/chat/completions", body("by-name")); resp.StatusCode != 200 {
+		t.Fatalf("by-name: %d %s", resp.StatusCode, out)
+	}
+	if resp, out := g.do("POST", "/v1/chat/completions", body("named-down")); resp.StatusCode < 500 || !strings.Contains(out, "connection") {
+		t.Fatalf("named-down: %d %s; want the unreachable profile's failure", resp.StatusCode, out)
+	}
+}

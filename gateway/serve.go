@@ -170,7 +170,7 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 				return nil, fmt.Errorf("gateway: sim.script %s: %w", cfg.Sim.Script, err)
 			}
 		}
-		st.Sim = sim.New(sim.Config{Profile: p, Seed: uint64(cfg.Sim.Seed), Script: script})
+		st.Sim = sim.New(sim.Config{Profile: p, Seed: uint64(cfg.Sim.Seed), Script: script, Deployments: simProfiles(cfg)})
 		deps.Sim = st.Sim
 	}
 	deps.Unpriced = unpriced
@@ -179,6 +179,23 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	}
 	ok = true
 	return st, nil
+}
+
+// simProfiles maps the simulated deployments that set sim_profile to their
+// profile (validated by config.Validate); nil when none does.
+func simProfiles(cfg *config.Config) map[string]sim.Profile {
+	var out map[string]sim.Profile
+	for _, m := range cfg.Models {
+		for _, d := range m.Deployments {
+			if p, ok := sim.LookupProfile(d.SimProfile); ok && d.IsSim() {
+				if out == nil {
+					out = map[string]sim.Profile{}
+				}
+				out[d.Name] = p
+			}
+		}
+	}
+	return out
 }
 
 // processLocal reports whether s is a store only this process serves runs
