@@ -96,11 +96,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h := w.Header()
-		for _, k := range upstreamHeaders {
-			if v := resp.Header.Values(k); len(v) > 0 {
-				h[k] = v
-			}
-		}
+		copyUpstream(h, resp.Header)
 		h.Set(HeaderDeployment, d.Name)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(answer)

@@ -251,15 +251,42 @@ func (c *call) progressHeaders(dep string) {
 // upstreamHeaders are the response headers copied from the provider.
 var upstreamHeaders = []string{"Content-Type", "X-Request-Id", "Request-Id", "Openai-Processing-Ms", "Openai-Version"}
 
+// rateLimitPrefixes begin the canonical names of the providers' rate-limit
+// headers: OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}
+// (https://platform.openai.com/docs/guides/rate-limits) and Anthropic's
+// anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,
+// remaining,reset} (https://docs.anthropic.com/en/api/rate-limits).
+var rateLimitPrefixes = []string{"X-Ratelimit-", "Anthropic-Ratelimit-"}
+
+// copyUpstream copies into dst the headers of an answer that reach the
+// client: upstreamHeaders, and the rate-limit headers of the deployment
+// that answered (x-belay-deployment names it; a fallback's answer carries
+// its own account's limits).
+func copyUpstream(dst, src http.Header) {
+	for _, k := range upstreamHeaders {
+		if v := src.Values(k); len(v) > 0 {
+			dst[k] = v
+		}
+	}
+	copyRateLimits(dst, src)
+}
+
+// copyRateLimits copies into dst the rate-limit headers of src.
+func copyRateLimits(dst, src http.Header) {
+	for k, v := range src {
+		for _, p := range rateLimitPrefixes {
+			if strings.HasPrefix(k, p) {
+				dst[k] = v
+			}
+		}
+	}
+}
+
 // writeAnswer writes the non-streamed upstream answer.
 func (c *call) writeAnswer() (int, error) {
 	a := c.answer
 	h := c.w.Header()
-	for _, k := range upstreamHeaders {
-		if v := a.header.Values(k); len(v) > 0 {
-			h[k] = v
-		}
-	}
+	copyUpstream(h, a.header)
 	if h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/json")
 	}

@@ -330,6 +330,7 @@ func (c *call) commit(d *route.Deployment, up http.Header, output bool) {
 			h.Set(k, v)
 		}
 	}
+	copyRateLimits(h, up)
 	c.progressHeaders(d.Name)
 	h.Set("Trailer", HeaderCostUSD)
 	c.w.WriteHeader(http.StatusOK)
