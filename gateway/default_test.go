@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,5 +81,25 @@ models:
 	}
 	if resp, out := g.do("POST", "/v1/chat/completions", body("named-down")); resp.StatusCode < 500 || !strings.Contains(out, "connection") {
 		t.Fatalf("named-down: %d %s; want the unreachable profile's failure", resp.StatusCode, out)
+	}
+}
+
+// A sim.script that is not there names the rule for relative paths
+// (newcomer finding: the path, resolved from the config's folder, looked
+// wrong without it).
+func TestMissingSimScriptSaysWhereItIsRead(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "belay.yaml")
+	if err := os.WriteFile(cfgPath, []byte("store: memory://\nsim: {script: examples/script.yaml}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gateway.Build(context.Background(), cfg, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	want := filepath.Join(dir, "examples", "script.yaml")
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "read from that file's folder") {
+		t.Fatalf("Build: %v; want the resolved path %s and the rule", err, want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/run"
 )
 
 // errUpstreamTooLarge is the cause of an attempt whose upstream response
@@ -165,13 +166,13 @@ func (c *call) finalFailure(turnCtx context.Context, err error) error {
 		return &cp
 	}
 	if fe.Reason != failure.Canceled && fe.Reason != failure.DeadlineExceeded {
-		return fe
+		return endedInFlight(fe)
 	}
 	cause := failure.As(context.Cause(turnCtx))
 	if cause == nil || cause == fe {
 		return fe
 	}
-	cp := *cause
+	cp := *endedInFlight(cause)
 	cp.OutputStarted = cp.OutputStarted || fe.OutputStarted
 	if cp.Deployment == "" {
 		cp.Deployment = fe.Deployment
@@ -248,4 +249,19 @@ func errStoreUnavailable(cause error) *failure.Error {
 func (c *call) storeUnavailable(cause error) (int, error) {
 	c.unavailable(storeUnavailableType, storeUnavailableMessage, storeRetryAfterMS)
 	return http.StatusServiceUnavailable, errStoreUnavailable(cause)
+}
+
+// endedInFlight returns the run layer's cause of a call's cancel, fe, as the
+// client is told it: when its run was ended (by its client, POST
+// /v1/belay/runs/{id}/end, or a Go agent's Finish) while the call was in
+// flight, fe is run_ended (409, or an error event after the stream began,
+// as the run's next call gets) and its message says the call was canceled
+// (a newcomer's call got a bare 499 "canceled"); otherwise fe itself.
+func endedInFlight(fe *failure.Error) *failure.Error {
+	if fe.Reason != failure.RunEnded || !errors.Is(fe, run.ErrEnded) {
+		return fe
+	}
+	cp := *fe
+	cp.Message += " while this call was in flight: the call was canceled and charged for what it used"
+	return &cp
 }

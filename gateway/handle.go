@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/belay-run/belay/internal/suggest"
 	"io"
 	"log/slog"
 	"net"
@@ -744,11 +745,15 @@ func (s *Server) unknownModel(d failure.Dialect, model string) *failure.Error {
 		}
 	}
 	served := s.servedIn(d)
+	hint := ""
+	if near := suggest.Closest(model, served); near != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", near)
+	}
 	if len(served) > 20 {
 		served = append(served[:20], "…")
 	}
-	return notServed(fmt.Sprintf("model %q is not a configured model alias (served in the %s dialect: %s)",
-		model, d, strings.Join(served, ", ")))
+	return notServed(fmt.Sprintf("model %q is not a configured model alias%s (served in the %s dialect: %s)",
+		model, hint, d, strings.Join(served, ", ")))
 }
 
 // charge records the usage of an attempt on d. A negative count (an

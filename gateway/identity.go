@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"github.com/belay-run/belay/internal/suggest"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -118,7 +119,7 @@ func (t tenants) identify(r *http.Request) (config.Tenant, *failure.Error) {
 		}
 	}
 	if found < 0 {
-		return config.Tenant{}, refusal(failure.Authentication, "invalid API key: not a belay virtual key")
+		return config.Tenant{}, refusal(failure.Authentication, "invalid API key: not a belay virtual key (one of the tenants[].key values of the gateway's config, not a provider's key)")
 	}
 	return t.list[found].tenant, nil
 }
@@ -137,6 +138,14 @@ func requestKey(r *http.Request) string {
 }
 
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:\-]{1,128}$`)
+
+// validRunID reports whether id is a run id a client may send: 1-128
+// characters of letters, digits and . _ : -, not only dots ("." and ".."
+// are path segments a URL client resolves away, so the run API could not
+// name them).
+func validRunID(id string) bool {
+	return runIDPattern.MatchString(id) && strings.Trim(id, ".") != ""
+}
 
 // RunKeySep separates the tenant from the client's run id in the id a
 // run has in the store when tenants are configured ("acme~run-42"): each
@@ -165,8 +174,8 @@ func runID(r *http.Request, tenants bool) (string, *failure.Error) {
 	if id == "" {
 		return ids.New(), nil
 	}
-	if !runIDPattern.MatchString(id) {
-		msg := HeaderRunID + ": want 1-128 characters of letters, digits and . _ : -"
+	if !validRunID(id) {
+		msg := HeaderRunID + ": want 1-128 characters of letters, digits and . _ : -, not only dots"
 		if tenants && strings.Contains(id, RunKeySep) {
 			// An id as belay names it in its refusals and records
 			// (TENANT~ID), sent back (newcomer finding).
@@ -289,7 +298,11 @@ func unknownHeader(r *http.Request) *failure.Error {
 				known = known || strings.EqualFold(k, h)
 			}
 			if !known {
-				return refusal(failure.InvalidRequest, fmt.Sprintf("unknown header %s: belay reads %s", k, strings.Join(requestHeaders, ", ")))
+				hint := ""
+				if near := suggest.Closest(k, requestHeaders); near != "" {
+					hint = fmt.Sprintf(" (did you mean %s?)", near)
+				}
+				return refusal(failure.InvalidRequest, fmt.Sprintf("unknown header %s%s: belay reads %s", k, hint, strings.Join(requestHeaders, ", ")))
 			}
 		}
 	}

@@ -156,7 +156,8 @@ func TestMaxTokensHeaderAndUnknownHeaders(t *testing.T) {
 	}
 	for hdr, want := range map[string]string{
 		"X-Belay-Max-Tokens": `X-Belay-Max-Tokens: \"lots\" is not a positive integer`,
-		"X-Belay-Max-Turn":   "unknown header X-Belay-Max-Turn: belay reads X-Belay-Run-Id, X-Belay-Agent, X-Belay-Max-Turns, X-Belay-Deadline, X-Belay-Max-Cost-Usd, X-Belay-Max-Tokens",
+		"X-Belay-Max-Turn":   "unknown header X-Belay-Max-Turn (did you mean X-Belay-Max-Turns?): belay reads X-Belay-Run-Id, X-Belay-Agent, X-Belay-Max-Turns, X-Belay-Deadline, X-Belay-Max-Cost-Usd, X-Belay-Max-Tokens",
+		"X-Belay-Runid":      "unknown header X-Belay-Runid (did you mean X-Belay-Run-Id?)",
 	} {
 		resp, body := h.post("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, map[string]string{hdr: "lots"})
 		if resp.StatusCode != 400 || !strings.Contains(body, want) || resp.Header.Get("X-Should-Retry") != "false" {

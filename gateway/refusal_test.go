@@ -306,3 +306,15 @@ func TestDeadlineNamesTheAttemptsFailure(t *testing.T) {
 		t.Errorf("%d %s; want 504 deadline_exceeded ending %s", resp.StatusCode, body, want)
 	}
 }
+
+// A misspelt model alias is answered with the nearest served one
+// (newcomer finding: gpt-4o-mni and GPT-4o-mini got the list only).
+func TestUnknownModelSuggestsTheNearest(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	for _, model := range []string{"gpt-4o-mni", "GPT-4o-mini"} {
+		resp, body := h.post("/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`, nil)
+		if resp.StatusCode != 404 || !strings.Contains(body, `is not a configured model alias (did you mean gpt-4o-mini?)`) {
+			t.Errorf("%s: %d %s", model, resp.StatusCode, body)
+		}
+	}
+}

@@ -59,6 +59,7 @@ func inDialect(mux *http.ServeMux) http.Handler {
 			_, _ = w.Write(rec.body)
 			return
 		}
+		w.Header().Set(HeaderShouldRetry, "false") // the same request gets the same answer
 		msg := fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
 		anthropicClient := r.Header.Get("Anthropic-Version") != ""
 		switch p := r.URL.Path; {
@@ -71,6 +72,15 @@ func inDialect(mux *http.ServeMux) http.Handler {
 			// The other slip: /v1 in an Anthropic client's base URL
 			// (its SDK adds /v1 to the paths), or twice in another's.
 			msg += fmt.Sprintf(" (did you mean %s? the client added /v1 to a base URL that ends in /v1: an Anthropic client's base URL is http://HOST:PORT, an OpenAI client's http://HOST:PORT/v1)", strings.TrimPrefix(p, "/v1"))
+		}
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/belay/runs"); ok {
+			// An Anthropic client's base URL has no /v1.
+			msg += fmt.Sprintf(" (did you mean /v1/belay/runs%s? the run API is under /v1 for every client)", rest)
+		} else if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/runs"); ok {
+			msg += fmt.Sprintf(" (did you mean /v1/belay/runs%s?)", rest)
+		} else if msg == fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path) && !strings.HasPrefix(r.URL.Path, openai.ResponsesPath+"/") &&
+			r.URL.Path != "/admin" && !strings.HasPrefix(r.URL.Path, "/admin/") {
+			msg += " (belay serves " + servedRoutes + ")"
 		}
 		if strings.HasPrefix(r.URL.Path, openai.ResponsesPath+"/") {
 			// GET /v1/responses/{id}, its input_items, cancel, DELETE
@@ -102,6 +112,11 @@ func inDialect(mux *http.ServeMux) http.Handler {
 		openai.WriteError(w, status, "invalid_request_error", code, msg)
 	})
 }
+
+// servedRoutes lists the client endpoints, for the answer to a path belay
+// does not serve.
+const servedRoutes = "POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens, " +
+	"GET /v1/models, GET /v1/belay/runs/{id}, POST /v1/belay/runs/{id}/end, /healthz, /readyz, /metrics and the admin API under /admin/"
 
 // capture records a small response written by one of mux's own handlers;
 // headers go straight to the real writer's header map.

@@ -32,12 +32,18 @@ const (
 // request (run.Manager.End).
 type runEnder interface {
 	EndRun(ctx context.Context, id, tenant string, status store.RunStatus, msg string) (store.Run, error)
+	// HeldRun returns the record of run id of tenant as this process
+	// holds it, when it does (run.Manager.Held).
+	HeldRun(id, tenant string) (store.Run, bool)
 }
 
 // EndRun ends run id of tenant (see run.Manager.End).
 func (t *runTurns) EndRun(ctx context.Context, id, tenant string, status store.RunStatus, msg string) (store.Run, error) {
 	return t.m.End(ctx, id, tenant, status, msg)
 }
+
+// HeldRun returns the held record of run id (see run.Manager.Held).
+func (t *runTurns) HeldRun(id, tenant string) (store.Run, bool) { return t.m.Held(id, tenant) }
 
 // runAnswer is the answer of the run API: the client's run id, the run's
 // record as the store and the admin API hold it (its id the stored one,
@@ -74,8 +80,8 @@ func (s *Server) runOf(w http.ResponseWriter, r *http.Request) (tenant, id, key 
 		return "", "", "", false
 	}
 	id = r.PathValue("id")
-	if !runIDPattern.MatchString(id) {
-		refuseModels(w, f, refusal(failure.InvalidRequest, fmt.Sprintf("run id %q: want 1-128 characters of letters, digits and . _ : - (the id sent as %s)", id, HeaderRunID)))
+	if !validRunID(id) {
+		refuseModels(w, f, refusal(failure.InvalidRequest, fmt.Sprintf("run id %q: want 1-128 characters of letters, digits and . _ : -, not only dots (the id sent as %s)", id, HeaderRunID)))
 		return "", "", "", false
 	}
 	return t.Name, id, s.tenants.runKey(t.Name, id), true
@@ -126,6 +132,15 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 	s.flushBefore(r.Context(), key)
 	rec, err := s.store.GetRun(r.Context(), key)
+	if e, ok := s.runs.(runEnder); ok && (err == nil || errors.Is(err, store.ErrNotFound)) {
+		// This process's record when the store is behind it: a run the
+		// gateway named is stored once its call has ended, and an ending
+		// whose write failed is being retried in the background.
+		held, ok := e.HeldRun(key, tenant)
+		if ok && (err != nil || rec.Status == store.RunRunning && held.Status != store.RunRunning) {
+			rec, err = held, nil
+		}
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound) || err == nil && rec.Tenant != tenant:
 		runNotFound(w, r, id)
@@ -137,7 +152,8 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // endRun serves POST /v1/belay/runs/{id}/end (see runEnder). An empty
-// body ends the run by its last call's outcome.
+// body ends the run by its last call's outcome; an error without a status
+// ends it failed.
 func (s *Server) endRun(w http.ResponseWriter, r *http.Request) {
 	tenant, id, key, ok := s.runOf(w, r)
 	if !ok {
@@ -145,8 +161,12 @@ func (s *Server) endRun(w http.ResponseWriter, r *http.Request) {
 	}
 	f := runsFront(r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEndBody))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		refuseModels(w, f, refusal(failure.RequestTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxEndBody)))
+		return
+	}
 	if err != nil {
-		refuseModels(w, f, refusal(failure.InvalidRequest, fmt.Sprintf("reading the request body failed (at most %d bytes)", maxEndBody)))
+		refuseModels(w, f, refusal(failure.InvalidRequest, "reading the request body failed"))
 		return
 	}
 	var req endRequest

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -292,6 +293,101 @@ func TestRunAPIEndByStoredLastCall(t *testing.T) {
 		resp, out = b.do("POST", "/v1/belay/runs/"+c.run+"/end", "")
 		if got := decodeRun(t, out); resp.StatusCode != 200 || got.Status != c.want || got.Run.Turns != 1 {
 			t.Errorf("%s ended by the other gateway: %d %s; want %s", c.run, resp.StatusCode, out, c.want)
+		}
+	}
+}
+
+// A run ended while one of its calls is in flight (newcomer finding: the
+// call got a bare 499 "canceled", and the run, ended without a status,
+// read succeeded): the call is canceled with 409 run_ended, or, once its
+// stream began, an error event saying so; the run ends failed.
+func TestRunAPIEndWithACallInFlight(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"partial"},"finish_reason":null}]}`+"\n\n")
+			w.(http.Flusher).Flush()
+		}
+		arrived <- struct{}{}
+		<-r.Context().Done() // until the gateway cancels the attempt
+	})
+	y := aliasRetrying(1, "", openAIDep("d", "gpt-4o", up.URL))
+	g := newGW(t, y, nil)
+	for _, stream := range []bool{false, true} {
+		id := fmt.Sprintf("inflight-%v", stream)
+		body := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"hi"}]` + map[bool]string{false: "}", true: `,"stream":true}`}[stream]
+		type result struct {
+			resp *http.Response
+			out  string
+		}
+		done := make(chan result, 1)
+		started := make(chan struct{})
+		go func() {
+			if !stream {
+				close(started) // its answer comes after the end
+			}
+			req, _ := http.NewRequest("POST", g.srv.URL+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Belay-Run-Id", id)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				if stream {
+					close(started)
+				}
+				done <- result{nil, err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			var out strings.Builder
+			if stream { // the client has the stream's first output before the end
+				line, _ := br.ReadString('\n')
+				out.WriteString(line)
+				close(started)
+			}
+			rest, _ := io.ReadAll(br)
+			out.Write(rest)
+			done <- result{resp, out.String()}
+		}()
+		<-arrived
+		<-started
+		resp, out := g.do("POST", "/v1/belay/runs/"+id+"/end", "")
+		ended := decodeRun(t, out)
+		if resp.StatusCode != 200 || ended.Status != "failed" || !strings.Contains(ended.Run.Error, "with a call in flight") {
+			t.Fatalf("stream %v: end: %d %s; want failed, naming the call in flight", stream, resp.StatusCode, out)
+		}
+		res := <-done
+		want := "has ended (failed) while this call was in flight"
+		if !stream && (res.resp.StatusCode != 409 || !strings.Contains(res.out, `"code":"run_ended"`) || !strings.Contains(res.out, want)) {
+			t.Errorf("the call in flight: %d %s; want 409 run_ended", res.resp.StatusCode, res.out)
+		}
+		if stream && (res.resp.StatusCode != 200 || !strings.Contains(res.out, "partial") || !strings.Contains(res.out, `"code":"run_ended"`) || !strings.Contains(res.out, want)) {
+			t.Errorf("the stream in flight: %d %s; want its output, then an error event run_ended", res.resp.StatusCode, res.out)
+		}
+		if rec := g.run(id); rec.Status != store.RunFailed || rec.Turns != 1 {
+			t.Errorf("stream %v: stored %s with %d turns; want failed, 1", stream, rec.Status, rec.Turns)
+		}
+	}
+}
+
+// Paths belay does not serve are answered with where to go (newcomer
+// finding: GET /, /v1/embeddings and the run API without /v1 got a bare
+// "no route"), with x-should-retry: false.
+func TestUnservedPathHints(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", "/", "belay serves POST /v1/chat/completions"},
+		{"GET", "/v1", "belay serves POST /v1/chat/completions"},
+		{"POST", "/v1/embeddings", "belay serves POST /v1/chat/completions"},
+		{"GET", "/belay/runs/r1", "did you mean /v1/belay/runs/r1? the run API is under /v1 for every client"},
+		{"POST", "/v1/runs/r1/end", "did you mean /v1/belay/runs/r1/end?"},
+		{"POST", "/chat/completions", "did you mean /v1/chat/completions?"},
+	} {
+		code, body := h.runAPI(c.method, c.path, "", nil)
+		if code != 404 || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %s; want 404 with %q", c.method, c.path, code, body, c.want)
 		}
 	}
 }

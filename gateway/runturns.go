@@ -161,10 +161,12 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 			// Most of such an estimate is the default output reservation.
 			field := cmp.Or(a.OutputLimitField, "max_tokens")
 			fe = withHint(fe, fmt.Sprintf(" (a call without %s reserves %d output tokens; set %s to reserve less)", field, DefaultReserveOutputTokens, field))
-		case fe.Reason == failure.RunEnded:
-			// Often a client that sent back the run id the gateway made
-			// for one call.
+		case fe.Reason == failure.RunEnded && r.Single():
+			// A client that sent back the run id the gateway made for
+			// one call.
 			fe = withHint(fe, fmt.Sprintf(": an ended run takes no more calls, and a run whose id the gateway made (no %s sent) ends with its one call; to group calls in a run, send the same id of your own on each", HeaderRunID))
+		case fe.Reason == failure.RunEnded:
+			fe = withHint(fe, fmt.Sprintf(": an ended run takes no more calls (a run ends when its client ends it, POST %s{id}/end, or after its idle time without calls); send a new %s to start another", RunsAPIPath, HeaderRunID))
 		}
 		return nil, &runRefusal{fe: fe, limits: configLimits(r.Limits())}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -163,6 +164,9 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		var script *sim.Script
 		if cfg.Sim.Script != "" {
 			b, err := os.ReadFile(cfg.Sim.Script)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("gateway: sim.script: %w (a relative path in a config file is read from that file's folder)", err)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("gateway: sim.script: %w", err)
 			}

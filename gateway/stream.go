@@ -223,8 +223,8 @@ func (c *call) endStream(ctx context.Context, d *route.Deployment, watch *failur
 		fe = failure.Wrap(failure.Canceled, context.Cause(c.r.Context()))
 	case timeoutCause(ctx) != nil:
 		fe = failure.Wrap(failure.Timeout, timeoutCause(ctx))
-	case failure.As(context.Cause(ctx)) != nil: // the run was killed or stopped
-		fe = failure.As(context.Cause(ctx))
+	case failure.As(context.Cause(ctx)) != nil: // the run was killed, stopped or ended
+		fe = endedInFlight(failure.As(context.Cause(ctx)))
 	case errors.Is(readErr, errUpstreamTooLarge):
 		fe = tooLarge(d.Name, http.StatusOK, c.s.upstreamLimit())
 	default:

@@ -322,8 +322,10 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 // store.RunSucceeded or store.RunFailed, or "" for the outcome of the run's
 // last model call, as an idle end gives it: failed when that call failed
 // (as this process saw it, or, for a run it did not hold, as the call's
-// span in the store says), succeeded otherwise. msg is the error recorded
-// on a failed end ("" for one that says why). Like Run.Finish, the end is
+// span in the store says), or when a call of the run is in flight (the end
+// cancels it), succeeded otherwise. msg is the error recorded
+// on a failed end ("" for one that says why); with status "" it makes the
+// end failed. Like Run.Finish, the end is
 // hard: steps still in flight are canceled and charged for what they
 // used. A run that has already ended keeps its first ending, and its
 // record is returned: the stored one, whose counts include the run's
@@ -340,6 +342,17 @@ func (m *Manager) End(ctx context.Context, id, tenant string, status store.RunSt
 		return store.Run{}, fmt.Errorf("run: end with status %q; want succeeded or failed", status)
 	}
 	held := m.holds(id)
+	if !held {
+		// Another tenant's run is not loaded (Get would hold it, and
+		// stop it at once if its deadline had passed).
+		rec, err := m.st.GetRun(ctx, id)
+		if err != nil {
+			return store.Run{}, fmt.Errorf("run: get %s: %w", id, err)
+		}
+		if rec.Tenant != tenant {
+			return store.Run{}, fmt.Errorf("run: get %s: %w", id, store.ErrNotFound)
+		}
+	}
 	r, err := m.Get(ctx, id)
 	if err != nil {
 		return store.Run{}, err
@@ -347,16 +360,24 @@ func (m *Manager) End(ctx context.Context, id, tenant string, status store.RunSt
 	if r.Tenant() != tenant {
 		return store.Run{}, fmt.Errorf("run: get %s: %w", id, store.ErrNotFound)
 	}
+	if status == "" && msg != "" {
+		status = store.RunFailed // a reason given is a failure's
+	}
 	if status == "" {
 		failed := r.LastCallFailed()
+		why := "ended by its client; its last call had failed"
 		if !held {
 			last, ok := m.lastModelSpan(ctx, id)
 			failed = ok && last.Status != trace.StatusOK
 		}
+		if r.modelStepOpen() {
+			// The end cancels it: its last call fails.
+			failed, why = true, "ended by its client with a call in flight, which the end canceled"
+		}
 		status = store.RunSucceeded
 		if failed {
 			status = store.RunFailed
-			msg = cmp.Or(msg, "ended by its client; its last call had failed")
+			msg = cmp.Or(msg, why)
 		}
 	}
 	var endErr error
@@ -366,15 +387,58 @@ func (m *Manager) End(ctx context.Context, id, tenant string, status store.RunSt
 	if err := r.Finish(ctx, status, endErr); err != nil {
 		return store.Run{}, err
 	}
+	// The steps the end canceled settle (charged for what they used)
+	// before the record is read, within endSettleWait.
+	wctx, cancel := context.WithTimeout(ctx, endSettleWait)
+	_ = r.waitUntil(wctx, func() bool { return len(r.open) == 0 && r.closing == 0 })
+	cancel()
 	if err := r.Flush(ctx); err != nil {
 		return r.Record(), err
 	}
 	// The stored record: its counts include the run's calls through other
 	// processes on the store (the ledger raises them), this one's do not.
-	if rec, err := m.st.GetRun(ctx, id); err == nil {
+	// When the store does not hold the ending yet (its write failed and
+	// is being retried in the background), this process's record.
+	mem := r.Record()
+	if rec, err := m.st.GetRun(ctx, id); err == nil && rec.Status == mem.Status && rec.Ended.Equal(mem.Ended) {
 		return rec, nil
 	}
-	return r.Record(), nil
+	return mem, nil
+}
+
+// Held returns the record of run id as this process holds it in memory,
+// when it does and the run is tenant's: a run the gateway named (Spec.Fresh)
+// is in the store only once it has ended. Safe for concurrent use.
+func (m *Manager) Held(id, tenant string) (store.Run, bool) {
+	m.mu.Lock()
+	var r *Run
+	if e, ok := m.live[id]; ok {
+		r = e.r
+	} else {
+		r = m.idle[id].Value()
+	}
+	m.mu.Unlock()
+	if r == nil || r.Tenant() != tenant {
+		return store.Run{}, false
+	}
+	return r.Record(), true
+}
+
+// endSettleWait bounds End's wait for the steps it canceled to settle (a
+// canceled HTTP attempt returns at once; a Go agent's step that ignores
+// its context is not waited for longer).
+const endSettleWait = 5 * time.Second
+
+// modelStepOpen reports whether a model step of r is in flight.
+func (r *Run) modelStepOpen() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for a := range r.open {
+		if a.step.Kind == KindModel {
+			return true
+		}
+	}
+	return false
 }
 
 // lastModelSpan returns the latest-ending closed model span of run id in
@@ -426,5 +490,8 @@ type discard struct{}
 
 func (discard) Record(trace.Span) {}
 
-// errEnded marks a step refused because its run has ended.
-var errEnded = errors.New("run has ended")
+// ErrEnded marks a step refused, or canceled in flight, because its run
+// has ended; such an error reads "run ID has ended (STATUS)" (its text
+// follows the run's id). A step that Finish or a client's end (Manager.End)
+// canceled ends with a Canceled failure that wraps it.
+var ErrEnded = errors.New("has ended")

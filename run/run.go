@@ -92,6 +92,9 @@ type Run struct {
 	// quoted: steps that Admitted.Quote announced and that have not
 	// settled yet; Flush waits for them. Under mu.
 	quoted int
+	// closing counts the steps closed whose Settle or FailWith has not
+	// returned (their counts and writes are not all registered yet).
+	closing int
 	// tracked: the cleanup that drops r's idle entry is registered (see
 	// Manager.keepIdle). Under Manager.mu.
 	tracked bool
@@ -115,7 +118,7 @@ func (m *Manager) newRun(rec store.Run, single bool) *Run {
 	}
 	if rec.Status != store.RunRunning {
 		r.ended, r.drained = true, true
-		r.cancel(failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", rec.ID, errEnded, rec.Status)))
+		r.cancel(failure.Wrap(failure.RunEnded, fmt.Errorf("run %s %w (%s)", rec.ID, ErrEnded, rec.Status)))
 		return r
 	}
 	if rec.Limits.Deadline > 0 && !single {
@@ -218,7 +221,7 @@ func (r *Run) refresh(rec store.Run) {
 	if end { // steps in flight finish, as after a soft end
 		r.ended, r.drained = true, len(r.open) == 0
 		r.rec.Status, r.rec.StopReason, r.rec.Error, r.rec.Ended = rec.Status, rec.StopReason, rec.Error, rec.Ended
-		r.endCause = failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", r.id, errEnded, rec.Status))
+		r.endCause = failure.Wrap(failure.RunEnded, fmt.Errorf("run %s %w (%s)", r.id, ErrEnded, rec.Status))
 	}
 	stop, drain := r.stopAF, end && r.drained
 	r.mu.Unlock()
@@ -244,6 +247,10 @@ func (r *Run) ID() string { return r.id }
 
 // Tenant returns the tenant the run belongs to (fixed when it starts).
 func (r *Run) Tenant() string { return r.tenant }
+
+// Single reports whether the run was started with Spec.Single (it ends
+// with its one step) by this process.
+func (r *Run) Single() bool { return r.single }
 
 // TraceID returns the trace id shared by the run's spans (32 hex digits,
 // derived from the run id, so every process writes the same one).
@@ -324,7 +331,7 @@ func (r *Run) end(ctx context.Context, status store.RunStatus, err error, hard b
 	idle, _ := ctx.Value(asyncEndKey{}).(bool)
 	cause := err
 	if failure.As(err) == nil {
-		cause = failure.Wrap(failure.Canceled, fmt.Errorf("run %s %w (%s)", r.id, errEnded, status))
+		cause = failure.Wrap(failure.RunEnded, fmt.Errorf("run %s %w (%s)", r.id, ErrEnded, status))
 	}
 	r.mu.Lock()
 	if r.ended && r.drained && hard {

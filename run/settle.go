@@ -86,6 +86,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	if !a.close() {
 		return ErrSettled
 	}
+	defer a.settleDone()
 	// The step is closed: the run's end below must not cancel it (the
 	// callback would run in a goroutine of its own).
 	a.unlink()
@@ -601,6 +602,7 @@ func (a *Admitted) FailWith(ctx context.Context, o Outcome) error {
 	if !a.close() {
 		return ErrSettled
 	}
+	defer a.settleDone()
 	// The step is closed: the run's end below must not cancel it (the
 	// callback would run in a goroutine of its own).
 	a.unlink()

@@ -273,7 +273,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 			r.reserving--
 		}
 		r.unadmitLocked(a)
-		if errors.Is(err, errEnded) {
+		if errors.Is(err, ErrEnded) {
 			err = r.checkLocked(s, now) // the run ended while the step was reserved
 		}
 		r.mu.Unlock()
@@ -316,7 +316,7 @@ func (r *Run) endSingle(err error) {
 // step that costs nothing), in one atomic write when the store is a
 // budget.BatchLedger. On any refusal or error it gives back what it took.
 // A refusal is a Fatal MaxTurnsExceeded or BudgetExceeded; a run that
-// ended meanwhile gives errEnded.
+// ended meanwhile gives ErrEnded.
 func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now time.Time, private bool) error {
 	s := a.step
 	if private {
@@ -504,14 +504,14 @@ func (a *Admitted) privateWritten() {
 	}
 }
 
-// stillRunning reports errEnded when the run was drained (killed, out of
+// stillRunning reports ErrEnded when the run was drained (killed, out of
 // time, finished) while a step was being reserved. A refusal of another
 // step (a soft end) lets this one through: it passed its checks first.
 func (r *Run) stillRunning() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.drained {
-		return errEnded
+		return ErrEnded
 	}
 	return nil
 }
@@ -678,6 +678,16 @@ func (a *Admitted) done() {
 	if a.stopDeadline != nil {
 		a.stopDeadline()
 	}
+}
+
+// settleDone ends what close began: the step's Settle or FailWith has
+// counted it and registered its writes (Manager.End waits for it).
+func (a *Admitted) settleDone() {
+	r := a.r
+	r.mu.Lock()
+	r.closing--
+	r.written.Broadcast()
+	r.mu.Unlock()
 }
 
 // unlink stops the link from the run's context to the step's, if any.
@@ -895,6 +905,7 @@ func (a *Admitted) close() bool {
 		return false
 	}
 	a.settled = true
+	r.closing++
 	r.pending -= a.tokens
 	delete(r.open, a)
 	a.end = r.m.now()
