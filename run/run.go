@@ -106,7 +106,7 @@ type Run struct {
 // deadline (see Admit).
 func (m *Manager) newRun(rec store.Run, single bool) *Run {
 	r := &Run{m: m, id: rec.ID, tenant: rec.Tenant, rec: rec, open: map[*Admitted]struct{}{},
-		lastActive: m.now(), single: single, spanOrder: make(chan struct{}, 1)}
+		lastActive: m.now(), single: single, spanOrder: make(chan struct{}, 1), costEstimated: rec.CostEstimated}
 	r.written = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	if rec.Limits.Deadline > 0 {
@@ -240,6 +240,7 @@ func raise(dst *store.Run, src store.Run) {
 	dst.InputTokens = max(dst.InputTokens, src.InputTokens)
 	dst.OutputTokens = max(dst.OutputTokens, src.OutputTokens)
 	dst.Cost = max(dst.Cost, src.Cost)
+	dst.CostEstimated = dst.CostEstimated || src.CostEstimated
 }
 
 // ID returns the run id.

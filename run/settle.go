@@ -109,6 +109,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	a.usedIn, a.usedOut = u.InputTokens, u.OutputTokens
 	r.rec.Cost = r.rec.Cost.Add(cost)
 	r.costEstimated = r.costEstimated || estimated
+	r.rec.CostEstimated = r.costEstimated
 	a.cost, a.estimated = cost, estimated
 	ended := r.ended
 	// A step admitted in memory (the first of a Fresh run) is covered

@@ -289,8 +289,14 @@ func TestUnknownModelIsChargedItsEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec := r.Record(); rec.Cost != cents(7) || !r.CostEstimated() {
-		t.Fatalf("cost %s estimated %v; want the 7¢ estimate, marked", rec.Cost, r.CostEstimated())
+	if rec := r.Record(); rec.Cost != cents(7) || !r.CostEstimated() || !rec.CostEstimated {
+		t.Fatalf("cost %s estimated %v (record %v); want the 7¢ estimate, marked", rec.Cost, r.CostEstimated(), rec.CostEstimated)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if stored, err := f.st.GetRun(ctx, r.ID()); err != nil || !stored.CostEstimated {
+		t.Fatalf("stored record: %+v %v; want its cost marked estimated", stored, err)
 	}
 	if ms := f.sink.byKind(trace.KindModel); ms[0].Attrs[trace.AttrCostEstimated] != true {
 		t.Fatalf("span not marked estimated: %+v", ms[0].Attrs)

@@ -75,6 +75,10 @@ type Run struct {
 	InputTokens   int64             `json:"input_tokens"`
 	OutputTokens  int64             `json:"output_tokens"`
 	Cost          budget.USD        `json:"cost"`
+	// CostEstimated: some of Cost is an estimate (a stream cut or an
+	// attempt lost without the provider's usage, a model without a
+	// price); a store keeps it once set.
+	CostEstimated bool `json:"cost_estimated,omitempty"`
 }
 
 // RunFilter selects runs for ListRuns; zero fields match everything. Runs

@@ -290,9 +290,13 @@ func writeRuns(w io.Writer, runs []store.Run, now time.Time) error {
 		if end.IsZero() {
 			end = now
 		}
+		cost := r.Cost.String()
+		if r.CostEstimated { // part of the usage was estimated (a cut answer, a lost attempt), as trace show marks it
+			cost += "(estimated)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\n",
 			r.ID, orDash(r.Tenant), orDash(r.Agent), r.Status, orDash(runReason(r)), r.Turns, r.ToolCalls,
-			r.InputTokens, r.OutputTokens, r.Cost, r.Started.Local().Format(time.DateTime), shortDuration(end.Sub(r.Started)))
+			r.InputTokens, r.OutputTokens, cost, r.Started.Local().Format(time.DateTime), shortDuration(end.Sub(r.Started)))
 	}
 	if len(runs) == 0 {
 		fmt.Fprintln(tw, "(no runs)")

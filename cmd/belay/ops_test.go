@@ -70,7 +70,7 @@ func seed(t *testing.T) string {
 			InputTokens: 300, OutputTokens: 120, Cost: budget.Micros(12300)},
 		{ID: "r2", Tenant: "globex", Agent: "support", Status: store.RunSucceeded,
 			Started: t0.Add(time.Minute), Ended: t0.Add(time.Minute + 800*time.Millisecond), Turns: 1,
-			InputTokens: 90, OutputTokens: 30, Cost: budget.Micros(450)},
+			InputTokens: 90, OutputTokens: 30, Cost: budget.Micros(450), CostEstimated: true},
 	}
 	for _, r := range runs {
 		if err := st.CreateRun(ctx, r); err != nil {
@@ -143,7 +143,10 @@ func TestRuns(t *testing.T) {
 	out, _, err := belay(t, url, "runs")
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "ID  ", "REASON", "r1  acme", "stopped", "budget_exceeded", "300/120", "$0.0123", "2.5s",
-		"r2  globex", "succeeded", "$0.00045", "800ms")
+		"r2  globex", "succeeded", "$0.00045(estimated)", "800ms")
+	if strings.Contains(out, "$0.0123(estimated)") {
+		t.Errorf("r1's cost, from usage, is marked estimated:\n%s", out)
+	}
 	// Newest first.
 	if strings.Index(out, "r2  ") > strings.Index(out, "r1  ") {
 		t.Errorf("r2 should come before r1:\n%s", out)

@@ -245,6 +245,7 @@ func (s *Store) SaveRun(ctx context.Context, r store.Run, turns, cost budget.Sco
 	}
 	r.Tenant, r.Started = old.Tenant, old.Started
 	r.InputTokens, r.OutputTokens = max(r.InputTokens, old.InputTokens), max(r.OutputTokens, old.OutputTokens)
+	r.CostEstimated = r.CostEstimated || old.CostEstimated
 	if turns != "" {
 		if b, err := s.ledger.Balance(ctx, turns); err == nil {
 			r.Turns = max(r.Turns, int(b.Settled+b.Reserved))

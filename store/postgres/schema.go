@@ -130,6 +130,12 @@ CREATE TABLE goldens (
 CREATE UNIQUE INDEX spans_by_run_span ON spans (run_id, span_id);
 DROP INDEX spans_by_run;
 `,
+	// 3: cost_estimated, 1 when some of the run's cost was estimated (a
+	// stream cut without usage, a lost attempt, an unpriced model).
+	// Replicas of the previous release leave it as it is.
+	`
+ALTER TABLE runs ADD COLUMN cost_estimated BIGINT NOT NULL DEFAULT 0;
+`,
 }
 
 // lockMigrations serializes migrations of one schema across replicas: a

@@ -193,6 +193,11 @@ ALTER TABLE runs_v4 RENAME TO runs;
 CREATE INDEX runs_by_started ON runs (started_ns, id);
 CREATE INDEX runs_by_tenant ON runs (tenant, started_ns, id);
 `,
+	// 5: cost_estimated, 1 when some of the run's cost was estimated (a
+	// stream cut without usage, a lost attempt, an unpriced model).
+	`
+ALTER TABLE runs ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // version reads the schema version (0 for a database without one).

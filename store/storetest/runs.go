@@ -55,7 +55,7 @@ func testRuns(t *testing.T, s store.Store) {
 	r.Status, r.StopReason, r.Error = store.RunStopped, "budget_exceeded", "budget: reservation exceeds the limit"
 	r.Ended = at(90*time.Second + 7)
 	r.Turns, r.ToolCalls, r.InputTokens, r.OutputTokens = 7, 3, 12_345, 678
-	r.Cost = budget.USD(37_500_000) // $0.0000375
+	r.Cost, r.CostEstimated = budget.USD(37_500_000), true // $0.0000375
 	r.Labels = nil
 	must(t, s.UpdateRun(ctx, r))
 	got, err = s.GetRun(ctx, "run-1")
@@ -163,6 +163,18 @@ func testSaveRun(t *testing.T, s store.Store) {
 	must(t, saver.SaveRun(ctx, stale, "", ""))
 	if got, _ = s.GetRun(ctx, "save"); got.InputTokens != 11 || got.OutputTokens != 40 {
 		t.Fatalf("after SaveRun of fewer input tokens: input %d output %d, want 11 and 40", got.InputTokens, got.OutputTokens)
+	}
+	// A cost estimated by one process stays marked: another's record,
+	// all of whose costs it had from usage, does not clear the mark.
+	est := stale
+	est.CostEstimated = true
+	must(t, saver.SaveRun(ctx, est, "", ""))
+	if got, _ = s.GetRun(ctx, "save"); !got.CostEstimated {
+		t.Fatalf("after SaveRun with an estimated cost: CostEstimated false")
+	}
+	must(t, saver.SaveRun(ctx, stale, "", ""))
+	if got, _ = s.GetRun(ctx, "save"); !got.CostEstimated {
+		t.Fatalf("a record without the mark cleared it")
 	}
 	// Another process ends the run: a running record does not overwrite
 	// it, an ended one does.

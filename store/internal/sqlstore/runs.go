@@ -14,26 +14,33 @@ import (
 
 const runColumns = `id, tenant, agent, agent_version, prompt_version, labels,
 	max_turns, deadline_ns, max_tokens, max_cost, status, stop_reason, error,
-	started_ns, ended_ns, turns, tool_calls, input_tokens, output_tokens, cost`
+	started_ns, ended_ns, turns, tool_calls, input_tokens, output_tokens, cost, cost_estimated`
 
 func runArgs(r store.Run) []any {
 	return []any{r.ID, r.Tenant, r.Agent, r.AgentVersion, r.PromptVersion, codec.Labels(r.Labels),
 		int64(r.Limits.MaxTurns), int64(r.Limits.Deadline), r.Limits.MaxTokens, int64(r.Limits.MaxCost),
 		string(r.Status), r.StopReason, r.Error, codec.NS(r.Started), codec.NS(r.Ended),
-		int64(r.Turns), int64(r.ToolCalls), r.InputTokens, r.OutputTokens, int64(r.Cost)}
+		int64(r.Turns), int64(r.ToolCalls), r.InputTokens, r.OutputTokens, int64(r.Cost), boolInt(r.CostEstimated)}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func scanRun(s interface{ Scan(...any) error }) (store.Run, error) {
 	var (
-		r                                             store.Run
-		labels                                        *string
-		maxTurns, deadline, maxCost, turns, tools, co int64
-		status                                        string
-		started, ended                                *int64
+		r                                                  store.Run
+		labels                                             *string
+		maxTurns, deadline, maxCost, turns, tools, co, est int64
+		status                                             string
+		started, ended                                     *int64
 	)
 	err := s.Scan(&r.ID, &r.Tenant, &r.Agent, &r.AgentVersion, &r.PromptVersion, &labels,
 		&maxTurns, &deadline, &r.Limits.MaxTokens, &maxCost, &status, &r.StopReason, &r.Error,
-		&started, &ended, &turns, &tools, &r.InputTokens, &r.OutputTokens, &co)
+		&started, &ended, &turns, &tools, &r.InputTokens, &r.OutputTokens, &co, &est)
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -43,11 +50,11 @@ func scanRun(s interface{ Scan(...any) error }) (store.Run, error) {
 	r.Limits.MaxTurns, r.Limits.MaxCost = int(maxTurns), budget.USD(maxCost)
 	r.Limits.Deadline = timeDuration(deadline)
 	r.Status, r.Started, r.Ended = store.RunStatus(status), codec.Time(started), codec.Time(ended)
-	r.Turns, r.ToolCalls, r.Cost = int(turns), int(tools), budget.USD(co)
+	r.Turns, r.ToolCalls, r.Cost, r.CostEstimated = int(turns), int(tools), budget.USD(co), est != 0
 	return r, nil
 }
 
-var createRunQuery = `INSERT INTO runs (` + runColumns + `) VALUES (` + placeholders(20) + `) ON CONFLICT (id) DO NOTHING`
+var createRunQuery = `INSERT INTO runs (` + runColumns + `) VALUES (` + placeholders(21) + `) ON CONFLICT (id) DO NOTHING`
 
 // CreateRun inserts r; an existing id is store.ErrConflict.
 func (c *Core) CreateRun(ctx context.Context, r store.Run) error {
@@ -121,10 +128,11 @@ var saveRunQuery, saveRunArgs = func() (string, []int) {
 			turns = param(i)
 		case "cost":
 			cost = param(i)
-		case "input_tokens", "output_tokens":
-			// Never lowered: each process raises them to the ledger's
-			// counts before it writes (see store.RunSaver), and one that
-			// read the ledger earlier must not write over a later count.
+		case "input_tokens", "output_tokens", "cost_estimated":
+			// Never lowered: each process raises the token counts to the
+			// ledger's before it writes (see store.RunSaver), and one that
+			// read the ledger earlier must not write over a later count;
+			// a cost estimated by one process stays so.
 			v := param(i)
 			sets = append(sets, col+" = CASE WHEN "+col+" > CAST("+v+" AS BIGINT) THEN "+col+" ELSE CAST("+v+" AS BIGINT) END")
 		case "status":
