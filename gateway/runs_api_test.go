@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 
@@ -389,5 +391,36 @@ func TestUnservedPathHints(t *testing.T) {
 		if code != 404 || !strings.Contains(body, c.want) {
 			t.Errorf("%s %s: %d %s; want 404 with %q", c.method, c.path, code, body, c.want)
 		}
+	}
+}
+
+// An Anthropic client (base URL without /v1) reads and ends its run with
+// its own custom requests, and gets belay's errors as its own typed errors.
+func TestRunAPIWithAnthropicClient(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	client := h.anthropic(aoption.WithHeader("X-Belay-Run-Id", "claude-run"))
+	msg, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 64, Messages: anthropicMsg("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got runAnswer
+	if err := client.Get(ctx, "/v1/belay/runs/claude-run", nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "running" || got.Run.Turns != 1 || got.Run.InputTokens != msg.Usage.InputTokens {
+		t.Fatalf("read: %+v; want running, 1 turn, %d input tokens", got, msg.Usage.InputTokens)
+	}
+	var ended runAnswer
+	if err := client.Post(ctx, "/v1/belay/runs/claude-run/end", map[string]string{"status": "succeeded"}, &ended); err != nil {
+		t.Fatal(err)
+	}
+	if ended.Status != "succeeded" || ended.Run.Ended.IsZero() {
+		t.Fatalf("end: %+v", ended)
+	}
+	err = client.Post(ctx, "/v1/belay/runs/no-such-run/end", nil, &ended)
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Error(), "not_found_error") {
+		t.Fatalf("unknown run: %v; want a 404 not_found_error", err)
 	}
 }
