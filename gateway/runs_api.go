@@ -24,9 +24,9 @@ import (
 //
 //	GET  /v1/belay/runs/{id}       the run's record
 //	POST /v1/belay/runs/{id}/end   end it: {"status": "succeeded"|"failed", "error": "..."}, both optional
-const (
-	RunsAPIPath = "/v1/belay/runs/"
-)
+//
+// RunsAPIPath is the prefix of both; {id} is the client's run id.
+const RunsAPIPath = "/v1/belay/runs/"
 
 // runEnder is implemented by a Turns that can end a run at its client's
 // request (run.Manager.End).
