@@ -371,14 +371,7 @@ func (m *Manager) keepIdle(r *Run) {
 // settles and announced steps to be written. It returns ctx's error when
 // ctx ended first, and nil for a run this process does not hold.
 func (m *Manager) FlushRun(ctx context.Context, id string) error {
-	m.mu.Lock()
-	var r *Run
-	if e, ok := m.live[id]; ok {
-		r = e.r
-	} else {
-		r = m.idle[id].Value()
-	}
-	m.mu.Unlock()
+	r := m.heldRun(id)
 	if r == nil {
 		return nil
 	}

@@ -410,14 +410,7 @@ func (m *Manager) End(ctx context.Context, id, tenant string, status store.RunSt
 // when it does and the run is tenant's: a run the gateway named (Spec.Fresh)
 // is in the store only once it has ended. Safe for concurrent use.
 func (m *Manager) Held(id, tenant string) (store.Run, bool) {
-	m.mu.Lock()
-	var r *Run
-	if e, ok := m.live[id]; ok {
-		r = e.r
-	} else {
-		r = m.idle[id].Value()
-	}
-	m.mu.Unlock()
+	r := m.heldRun(id)
 	if r == nil || r.Tenant() != tenant {
 		return store.Run{}, false
 	}
@@ -476,6 +469,17 @@ func (m *Manager) holds(id string) bool {
 		return true
 	}
 	return m.idle[id].Value() != nil
+}
+
+// heldRun returns run id as this process holds it (live, or kept by a
+// caller), or nil; a run still being started or loaded is nil.
+func (m *Manager) heldRun(id string) *Run {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.live[id]; ok {
+		return e.r
+	}
+	return m.idle[id].Value()
 }
 
 // storeSink writes each span to the store at once; errors are dropped (a
