@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/belay-run/belay/internal/suggest"
 	"net"
 	"net/url"
 	"path"
@@ -115,7 +116,11 @@ func (c *Config) validateModels() error {
 				return bad(df+".model", "is required")
 			}
 			if names[d.Name] && !sameDeployment(c, d) {
-				return bad(df+".name", "%q names two different deployments", d.Name)
+				msg := fmt.Sprintf("%q names two different deployments (they differ in %s)", d.Name, strings.Join(deploymentDiff(c, d), ", "))
+				if d.Name == fmt.Sprintf("%s/%s#%d", d.Provider, d.Model, j) {
+					msg += "; belay gave them this name, as they have none: give each deployment a name of its own"
+				}
+				return bad(df+".name", "%s", msg)
 			}
 			names[d.Name] = true
 			if d.SimProfile != "" {
@@ -123,7 +128,11 @@ func (c *Config) validateModels() error {
 					return bad(df+".sim_profile", "applies to the built-in simulator only (base_url: %s); this deployment's base_url is %q", SimBaseURL, d.BaseURL)
 				}
 				if _, ok := sim.LookupProfile(d.SimProfile); !ok {
-					return bad(df+".sim_profile", "%q is not a profile; want one of %s", d.SimProfile, strings.Join(sim.ProfileNames(), ", "))
+					hint := ""
+					if near := suggest.Closest(d.SimProfile, sim.ProfileNames()); near != "" {
+						hint = fmt.Sprintf(" (did you mean %s?)", near)
+					}
+					return bad(df+".sim_profile", "%q is not a profile%s; want one of %s", d.SimProfile, hint, strings.Join(sim.ProfileNames(), ", "))
 				}
 			}
 			if d.IsSim() {
@@ -138,6 +147,40 @@ func (c *Config) validateModels() error {
 				// the call then goes without Authorization or x-api-key.
 				return bad(df+".api_key", "is required for %s (a literal or env:NAME)", u.Host)
 			}
+		}
+	}
+	return nil
+}
+
+// deploymentDiff names the fields in which the first other deployment
+// named d.Name differs from d (api_key without its value).
+func deploymentDiff(c *Config, d Deployment) []string {
+	for _, m := range c.Models {
+		for _, o := range m.Deployments {
+			if o.Name != d.Name || !(o.Provider != d.Provider || o.Model != d.Model || o.BaseURL != d.BaseURL ||
+				o.APIKey.Value != d.APIKey.Value || o.Timeouts != d.Timeouts || o.SimProfile != d.SimProfile) {
+				continue
+			}
+			var out []string
+			for _, f := range []struct {
+				name string
+				a, b string
+				show bool
+			}{
+				{"provider", o.Provider, d.Provider, true}, {"model", o.Model, d.Model, true},
+				{"base_url", o.BaseURL, d.BaseURL, true}, {"api_key", o.APIKey.Value, d.APIKey.Value, false},
+				{"timeouts", fmt.Sprint(o.Timeouts), fmt.Sprint(d.Timeouts), false},
+				{"sim_profile", o.SimProfile, d.SimProfile, true},
+			} {
+				switch {
+				case f.a == f.b:
+				case f.show:
+					out = append(out, fmt.Sprintf("%s: %q and %q", f.name, f.a, f.b))
+				default:
+					out = append(out, f.name)
+				}
+			}
+			return out
 		}
 	}
 	return nil

@@ -103,3 +103,22 @@ func TestMissingSimScriptSaysWhereItIsRead(t *testing.T) {
 		t.Fatalf("Build: %v; want the resolved path %s and the rule", err, want)
 	}
 }
+
+// sim_profile applies to an unnamed deployment too (its default name,
+// "openai/gpt-4o-mini#0", holds "/" and "#", escaped in the simulator's
+// path).
+func TestSimProfileOnAnUnnamedDeployment(t *testing.T) {
+	y := `
+store: memory://
+retry: {max_attempts: 1}
+models:
+  - alias: m
+    deployments:
+      - {provider: openai, model: gpt-4o-mini, base_url: "sim://", sim_profile: down}
+`
+	g := newGW(t, y, nil)
+	resp, out := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"ping"}]}`)
+	if resp.StatusCode != 503 || resp.Header.Get("X-Belay-Deployment") != "openai/gpt-4o-mini#0" {
+		t.Errorf("%d %s (deployment %q); want the down profile's 503 from openai/gpt-4o-mini#0", resp.StatusCode, out, resp.Header.Get("X-Belay-Deployment"))
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -258,10 +259,13 @@ func (c *call) storeUnavailable(cause error) (int, error) {
 // as the run's next call gets) and its message says the call was canceled
 // (a newcomer's call got a bare 499 "canceled"); otherwise fe itself.
 func endedInFlight(fe *failure.Error) *failure.Error {
-	if fe.Reason != failure.RunEnded || !errors.Is(fe, run.ErrEnded) {
+	if fe.Reason != failure.RunEnded || !errors.Is(fe, run.ErrEnded) || strings.HasSuffix(fe.Message, inFlightNote) {
 		return fe
 	}
 	cp := *fe
-	cp.Message += " while this call was in flight: the call was canceled and charged for what it used"
+	cp.Message += inFlightNote
 	return &cp
 }
+
+// inFlightNote ends the message of a call its run's end canceled.
+const inFlightNote = " while this call was in flight: the call was canceled and charged for what it used"

@@ -497,5 +497,5 @@ func (discard) Record(trace.Span) {}
 // ErrEnded marks a step refused, or canceled in flight, because its run
 // has ended; such an error reads "run ID has ended (STATUS)" (its text
 // follows the run's id). A step that Finish or a client's end (Manager.End)
-// canceled ends with a Canceled failure that wraps it.
+// canceled ends with a RunEnded failure that wraps it.
 var ErrEnded = errors.New("has ended")

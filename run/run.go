@@ -217,6 +217,7 @@ func (r *Run) evictable(now time.Time, idle bool) bool {
 func (r *Run) refresh(rec store.Run) {
 	r.mu.Lock()
 	raise(&r.rec, rec)
+	r.costEstimated = r.costEstimated || r.rec.CostEstimated // another process's estimate
 	end := !r.ended && rec.Status != store.RunRunning
 	if end { // steps in flight finish, as after a soft end
 		r.ended, r.drained = true, len(r.open) == 0

@@ -108,7 +108,7 @@ func (a *Admitted) Settle(ctx context.Context, u budget.Usage, o Outcome) error 
 	r.rec.OutputTokens += u.OutputTokens
 	a.usedIn, a.usedOut = u.InputTokens, u.OutputTokens
 	r.rec.Cost = r.rec.Cost.Add(cost)
-	r.costEstimated = r.costEstimated || estimated
+	r.costEstimated = r.costEstimated || estimated || r.rec.CostEstimated
 	r.rec.CostEstimated = r.costEstimated
 	a.cost, a.estimated = cost, estimated
 	ended := r.ended
