@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"strings"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 
 	"github.com/belay-run/belay/dialect/anthropic"
