@@ -49,9 +49,9 @@ func TestDefaultConfigAnswers(t *testing.T) {
 }
 
 // A simulated deployment's sim_profile gives it a fault profile of its
-// own: a dead deployment before a healthy one, under any names. The
-// profile named like a deployment ("down") still applies without the key,
-// and the key wins over the name.
+// own: a dead deployment before a healthy one, under any names, unnamed
+// ones too. The profile named like a deployment ("unreachable") still
+// applies without the key, and the key wins over the name.
 func TestSimProfilePerDeployment(t *testing.T) {
 	y := `
 store: memory://
@@ -67,6 +67,9 @@ models:
   - alias: named-down
     deployments:
       - {name: unreachable, provider: openai, model: gpt-4o-mini, base_url: "sim://"}
+  - alias: unnamed
+    deployments:
+      - {provider: openai, model: gpt-4o, base_url: "sim://", sim_profile: down}
 `
 	g := newGW(t, y, nil)
 	body := func(model string) string {
@@ -81,6 +84,11 @@ models:
 	}
 	if resp, out := g.do("POST", "/v1/chat/completions", body("named-down")); resp.StatusCode < 500 || !strings.Contains(out, "connection") {
 		t.Fatalf("named-down: %d %s; want the unreachable profile's failure", resp.StatusCode, out)
+	}
+	// An unnamed deployment's default name, "openai/gpt-4o#0", holds "/"
+	// and "#", escaped in the simulator's path.
+	if resp, out := g.do("POST", "/v1/chat/completions", body("unnamed")); resp.StatusCode != 503 || resp.Header.Get("X-Belay-Deployment") != "openai/gpt-4o#0" {
+		t.Fatalf("unnamed: %d %s (deployment %q); want the down profile's 503", resp.StatusCode, out, resp.Header.Get("X-Belay-Deployment"))
 	}
 }
 
@@ -101,24 +109,5 @@ func TestMissingSimScriptSaysWhereItIsRead(t *testing.T) {
 	want := filepath.Join(dir, "examples", "script.yaml")
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "read from that file's folder") {
 		t.Fatalf("Build: %v; want the resolved path %s and the rule", err, want)
-	}
-}
-
-// sim_profile applies to an unnamed deployment too (its default name,
-// "openai/gpt-4o-mini#0", holds "/" and "#", escaped in the simulator's
-// path).
-func TestSimProfileOnAnUnnamedDeployment(t *testing.T) {
-	y := `
-store: memory://
-retry: {max_attempts: 1}
-models:
-  - alias: m
-    deployments:
-      - {provider: openai, model: gpt-4o-mini, base_url: "sim://", sim_profile: down}
-`
-	g := newGW(t, y, nil)
-	resp, out := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"ping"}]}`)
-	if resp.StatusCode != 503 || resp.Header.Get("X-Belay-Deployment") != "openai/gpt-4o-mini#0" {
-		t.Errorf("%d %s (deployment %q); want the down profile's 503 from openai/gpt-4o-mini#0", resp.StatusCode, out, resp.Header.Get("X-Belay-Deployment"))
 	}
 }
