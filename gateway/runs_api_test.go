@@ -214,7 +214,7 @@ func TestRunAPIRefusals(t *testing.T) {
 // A run ended through one gateway while another gateway on the same store
 // holds it: the other learns of the end when it next writes the run's
 // record (in the background, after a call), so it may serve a few calls
-// more (1 to 4 on SQLite and 1 on PostgreSQL here, calls back to back),
+// more (2 to 4 on SQLite and 0 or 1 on PostgreSQL here, calls back to back),
 // then refuses the run's calls with 409 run_ended. The stored record keeps the client's ending and counts
 // every call served.
 func TestRunAPIEndAcrossReplicas(t *testing.T) {
