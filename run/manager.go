@@ -318,23 +318,26 @@ func (m *Manager) endAbandoned(ctx context.Context) {
 }
 
 // End ends run id of tenant at its client's request and returns its record
-// once written (the gateway's POST /v1/belay/runs/{id}/end). status is
-// store.RunSucceeded or store.RunFailed, or "" for the outcome of the run's
-// last model call, as an idle end gives it: failed when that call failed
-// (as this process saw it, or, for a run it did not hold, as the call's
-// span in the store says), or when a call of the run is in flight (the end
-// cancels it), succeeded otherwise. msg is the error recorded
-// on a failed end ("" for one that says why); with status "" it makes the
-// end failed. Like Run.Finish, the end is
-// hard: steps still in flight are canceled and charged for what they
-// used. A run that has already ended keeps its first ending, and its
-// record is returned: the stored one, whose counts include the run's
-// calls through other processes on the store (this process's own record
-// when the store cannot be read). An unknown id, or a run of another tenant, is an
-// error wrapping store.ErrNotFound. The record is written before End
-// returns, unless ctx ends first (then it is written in the background and
-// ctx's error is returned with the record as it stands). Safe for
-// concurrent use.
+// once written (the gateway's POST /v1/belay/runs/{id}/end).
+//
+// status is store.RunSucceeded or store.RunFailed, or "" for the outcome of
+// the run's last model call, as an idle end gives it: failed when that call
+// failed (as this process saw it, or, for a run it did not hold, as the
+// call's span in the store says) or when a call of the run is in flight
+// (the end cancels it), succeeded otherwise. msg is the error recorded on a
+// failed end ("" for one that says why); given with status "", it makes
+// the end failed.
+//
+// Like Run.Finish, the end is hard: steps in flight are canceled, and End
+// waits (up to endSettleWait) for them to be charged for what they used. A
+// run that has already ended keeps its first ending. The record returned is
+// the stored one, whose counts include the run's calls through other
+// processes on the store, or this process's own when the store does not
+// hold the ending yet (a write being retried). An unknown id, or a run of
+// another tenant, is an error wrapping store.ErrNotFound (another tenant's
+// run is not loaded). When ctx ends before the record is written, the write
+// goes on in the background and ctx's error is returned with the record as
+// it stands. Safe for concurrent use.
 func (m *Manager) End(ctx context.Context, id, tenant string, status store.RunStatus, msg string) (store.Run, error) {
 	switch status {
 	case "", store.RunSucceeded, store.RunFailed:
