@@ -115,8 +115,8 @@ func (c *Config) validateModels() error {
 			if d.Model == "" {
 				return bad(df+".model", "is required")
 			}
-			if names[d.Name] && !sameDeployment(c, d) {
-				msg := fmt.Sprintf("%q names two different deployments (they differ in %s)", d.Name, strings.Join(deploymentDiff(c, d), ", "))
+			if diff := deploymentDiff(c, d); names[d.Name] && diff != nil {
+				msg := fmt.Sprintf("%q names two different deployments (they differ in %s)", d.Name, strings.Join(diff, ", "))
 				if d.Name == fmt.Sprintf("%s/%s#%d", d.Provider, d.Model, j) {
 					msg += "; belay gave them this name, as they have none: give each deployment a name of its own"
 				}
@@ -153,12 +153,13 @@ func (c *Config) validateModels() error {
 }
 
 // deploymentDiff names the fields in which the first other deployment
-// named d.Name differs from d (api_key without its value).
+// named d.Name differs from d (api_key and timeouts without their values);
+// nil when every deployment of that name is d, so one deployment may
+// appear in several aliases' chains.
 func deploymentDiff(c *Config, d Deployment) []string {
 	for _, m := range c.Models {
 		for _, o := range m.Deployments {
-			if o.Name != d.Name || !(o.Provider != d.Provider || o.Model != d.Model || o.BaseURL != d.BaseURL ||
-				o.APIKey.Value != d.APIKey.Value || o.Timeouts != d.Timeouts || o.SimProfile != d.SimProfile) {
+			if o.Name != d.Name {
 				continue
 			}
 			var out []string
@@ -180,23 +181,12 @@ func deploymentDiff(c *Config, d Deployment) []string {
 					out = append(out, f.name)
 				}
 			}
-			return out
-		}
-	}
-	return nil
-}
-
-// sameDeployment reports whether every deployment named d.Name is d, so one
-// deployment may appear in several aliases' chains.
-func sameDeployment(c *Config, d Deployment) bool {
-	for _, m := range c.Models {
-		for _, o := range m.Deployments {
-			if o.Name == d.Name && (o.Provider != d.Provider || o.Model != d.Model || o.BaseURL != d.BaseURL || o.APIKey.Value != d.APIKey.Value || o.Timeouts != d.Timeouts || o.SimProfile != d.SimProfile) {
-				return false
+			if out != nil {
+				return out
 			}
 		}
 	}
-	return true
+	return nil
 }
 
 // Policy returns the retry policy, or an error naming the invalid field.

@@ -60,7 +60,8 @@ func inDialect(mux *http.ServeMux) http.Handler {
 			return
 		}
 		w.Header().Set(HeaderShouldRetry, "false") // the same request gets the same answer
-		msg := fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
+		noRoute := fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
+		msg := noRoute
 		anthropicClient := r.Header.Get("Anthropic-Version") != ""
 		switch p := r.URL.Path; {
 		case p == "/messages" || p == "/models" && anthropicClient:
@@ -78,7 +79,7 @@ func inDialect(mux *http.ServeMux) http.Handler {
 			msg += fmt.Sprintf(" (did you mean /v1/belay/runs%s? the run API is under /v1 for every client)", rest)
 		} else if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/runs"); ok {
 			msg += fmt.Sprintf(" (did you mean /v1/belay/runs%s?)", rest)
-		} else if msg == fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path) && !strings.HasPrefix(r.URL.Path, openai.ResponsesPath+"/") &&
+		} else if msg == noRoute && !strings.HasPrefix(r.URL.Path, openai.ResponsesPath+"/") &&
 			r.URL.Path != "/admin" && !strings.HasPrefix(r.URL.Path, "/admin/") {
 			msg += " (belay serves " + servedRoutes + ")"
 		}

@@ -66,14 +66,12 @@ type endRequest struct {
 	Error  string          `json:"error"`
 }
 
-// runsFront is the dialect of a run API request's errors: Anthropic's when
-// it carries anthropic-version, OpenAI's otherwise.
-func runsFront(r *http.Request) front { return modelsFront(r) }
-
 // runOf identifies the caller and returns its tenant's name and the run's
-// client and stored ids, or writes the refusal and returns ok false.
+// client and stored ids, or writes the refusal and returns ok false. Errors
+// of the run API are in the caller's dialect (modelsFront: Anthropic's when
+// the request carries anthropic-version).
 func (s *Server) runOf(w http.ResponseWriter, r *http.Request) (tenant, id, key string, ok bool) {
-	f := runsFront(r)
+	f := modelsFront(r)
 	t, fe := s.tenants.identify(r)
 	if fe != nil {
 		refuseModels(w, f, fe)
@@ -90,7 +88,7 @@ func (s *Server) runOf(w http.ResponseWriter, r *http.Request) (tenant, id, key 
 // runNotFound writes 404 in the request's dialect for a run the tenant
 // does not have.
 func runNotFound(w http.ResponseWriter, r *http.Request, id string) {
-	f := runsFront(r)
+	f := modelsFront(r)
 	w.Header().Set(HeaderShouldRetry, "false")
 	setRequestID(w.Header(), f.dialect())
 	msg := fmt.Sprintf("run %q not found: no run of this key has that id (a call without %s is a run of its own, whose id is in its answer's %s; a call refused before it counted, for its key or body, leaves no run)", id, HeaderRunID, HeaderRunID)
@@ -101,18 +99,13 @@ func runNotFound(w http.ResponseWriter, r *http.Request, id string) {
 	openai.WriteError(w, http.StatusNotFound, "invalid_request_error", "run_not_found", msg)
 }
 
-// storeFailed writes a retryable 503 for a store that could not answer.
+// storeFailed writes a retryable 503 for a store that could not answer,
+// as a model call's store failure is written (call.unavailable).
 func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.LogAttrs(r.Context(), slog.LevelWarn, "run API: store unavailable", slogString("path", r.URL.Path), slogErr(err))
-	f := runsFront(r)
-	setRequestID(w.Header(), f.dialect())
-	w.Header().Set("Retry-After", "1")
-	const msg = "belay's store is unavailable; retry shortly"
-	if f.dialect() == failure.DialectAnthropic {
-		anthropic.WriteError(w, http.StatusServiceUnavailable, "api_error", msg)
-		return
-	}
-	openai.WriteError(w, http.StatusServiceUnavailable, "server_error", storeUnavailableType, msg)
+	c := s.newCall(modelsFront(r), w, r)
+	c.setRequestID()
+	c.unavailable(storeUnavailableType, "belay's store is unavailable; retry shortly", storeRetryAfterMS)
 }
 
 func (s *Server) answerRun(w http.ResponseWriter, id string, rec store.Run) {
@@ -159,7 +152,7 @@ func (s *Server) endRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f := runsFront(r)
+	f := modelsFront(r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEndBody))
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		refuseModels(w, f, refusal(failure.RequestTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxEndBody)))

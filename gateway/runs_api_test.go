@@ -19,6 +19,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/sim"
 	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
 )
 
 // runAnswer is the run API's answer.
@@ -361,6 +362,9 @@ func TestRunAPIEndWithACallInFlight(t *testing.T) {
 			t.Fatalf("stream %v: end: %d %s; want failed, naming the call in flight", stream, resp.StatusCode, out)
 		}
 		res := <-done
+		if res.resp == nil {
+			t.Fatalf("stream %v: the call in flight: %s", stream, res.out)
+		}
 		want := "has ended (failed) while this call was in flight"
 		if !stream && (res.resp.StatusCode != 409 || !strings.Contains(res.out, `"code":"run_ended"`) || !strings.Contains(res.out, want)) {
 			t.Errorf("the call in flight: %d %s; want 409 run_ended", res.resp.StatusCode, res.out)
@@ -422,5 +426,29 @@ func TestRunAPIWithAnthropicClient(t *testing.T) {
 	var apiErr *anthropic.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Error(), "not_found_error") {
 		t.Fatalf("unknown run: %v; want a 404 not_found_error", err)
+	}
+}
+
+// failingReads is a store whose run reads fail, as a locked or lost store's
+// do.
+type failingReads struct{ *memstore.Store }
+
+func (failingReads) GetRun(context.Context, string) (store.Run, error) {
+	return store.Run{}, errors.New("database is locked")
+}
+
+// A store that cannot be read gets a retryable 503 store_unavailable in the
+// caller's dialect, with Retry-After and no x-should-retry: false (the
+// SDKs retry it), as a model call's store failure does.
+func TestRunAPIStoreUnavailable(t *testing.T) {
+	g := newGW(t, aliasRetrying(1, "", openAIDep("d", "gpt-4o", "http://127.0.0.1:9")), failingReads{memstore.New()})
+	resp, out := g.do("GET", "/v1/belay/runs/r1", "")
+	if resp.StatusCode != 503 || !strings.Contains(out, `"store_unavailable"`) || resp.Header.Get("Retry-After") != "1" ||
+		resp.Header.Get("Retry-After-Ms") != "1000" || resp.Header.Get("X-Should-Retry") != "" {
+		t.Errorf("openai: %d %v %s", resp.StatusCode, resp.Header, out)
+	}
+	resp, out = g.do("GET", "/v1/belay/runs/r1", "", "Anthropic-Version", "2023-06-01")
+	if resp.StatusCode != 503 || !strings.Contains(out, `"type":"error"`) || !strings.Contains(out, "store_unavailable") || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("anthropic: %d %v %s", resp.StatusCode, resp.Header, out)
 	}
 }

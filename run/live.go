@@ -431,12 +431,10 @@ func (r *Run) idleRunning(now time.Time) bool {
 // says what ended it ("idle for 10m0s", "its deadline of 1m0s passed",
 // "the process stopped"), for the error of a run that ends failed.
 func (r *Run) endIdle(why string) {
-	r.mu.Lock()
 	status := store.RunSucceeded
-	if r.lastFailed {
+	if r.lastCallFailed() {
 		status = store.RunFailed
 	}
-	r.mu.Unlock()
 	err := fmt.Errorf("%s with no step since %s; its last call had failed", why, r.lastActiveTime().Format(time.RFC3339))
 	if status == store.RunSucceeded {
 		err = nil
@@ -444,11 +442,11 @@ func (r *Run) endIdle(why string) {
 	_ = r.end(context.WithValue(r.m.ctx, asyncEndKey{}, true), status, err, false)
 }
 
-// LastCallFailed reports whether the run's last model step failed (it
-// settled with an error, or was refused): the outcome an idle end gives the
-// run (failed when true, succeeded otherwise). False for a run with no
-// model step. Safe for concurrent use.
-func (r *Run) LastCallFailed() bool {
+// lastCallFailed reports whether the run's last model step, as this
+// process saw it, failed (it settled with an error, or was refused): the
+// outcome an idle end and Manager.End give the run. False for a run with
+// no model step.
+func (r *Run) lastCallFailed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastFailed

@@ -367,7 +367,7 @@ func (m *Manager) End(ctx context.Context, id, tenant string, status store.RunSt
 		status = store.RunFailed // a reason given is a failure's
 	}
 	if status == "" {
-		failed := r.LastCallFailed()
+		failed := r.lastCallFailed()
 		why := "ended by its client; its last call had failed"
 		if !held {
 			last, ok := m.lastModelSpan(ctx, id)
