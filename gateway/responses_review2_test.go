@@ -1,16 +1,12 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/responses"
 )
 
 // Findings of a second adversarial review of the Responses API and the
@@ -54,16 +50,8 @@ models:
 // for a reason of its own (store=false): the client gets that reason, not
 // the fallback's "not found" (the chain stops there).
 func TestResponsesStateRefusedForItsOwnReason(t *testing.T) {
-	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(400)
-		io.WriteString(w, `{"error":{"message":"Previous response resp_abc cannot be used: it was created with store=false.","type":"invalid_request_error","param":"previous_response_id","code":"invalid_value"}}`)
-	})
-	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(400)
-		io.WriteString(w, `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
-	})
+	a := canned(t, 400, `{"error":{"message":"Previous response resp_abc cannot be used: it was created with store=false.","type":"invalid_request_error","param":"previous_response_id","code":"invalid_value"}}`)
+	b := canned(t, 400, prevNotFound)
 	g := accountsGW(t, 2, "consecutive_failures: 1000", "acct-a", a.URL, "acct-b", b.URL)
 	resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
 	t.Logf("%d %s", resp.StatusCode, body)
@@ -76,16 +64,8 @@ func TestResponsesStateRefusedForItsOwnReason(t *testing.T) {
 // response is missing is reported over a plain 404 of a deployment
 // without the Responses API: it tells the client to resend the history.
 func TestResponsesMissingStateOverMissingEndpoint(t *testing.T) {
-	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(400)
-		io.WriteString(w, `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
-	})
-	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(404)
-		io.WriteString(w, `{"error":{"message":"Unknown request URL: POST /v1/responses.","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
-	})
+	a := canned(t, 400, prevNotFound)
+	b := canned(t, 404, unknownURL)
 	g := accountsGW(t, 2, "", "openai", a.URL, "chat-only", b.URL)
 	resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
 	t.Logf("%d %s", resp.StatusCode, body)
@@ -117,14 +97,9 @@ func TestResponsesErrorEventNotAnObject(t *testing.T) {
 	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
 	_, raw := h.post("/v1/responses", `{"model":"fake","input":"hi","stream":true}`, nil)
 	t.Logf("client stream tail: %q", raw[max(0, len(raw)-300):])
-	s := h.openai().Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "fake",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
-	var types []string
-	for s.Next() {
-		types = append(types, s.Current().Type)
-	}
-	t.Logf("events %v err %v", types, s.Err())
-	if s.Err() == nil {
+	types, err := sdkResponsesStream(h)
+	t.Logf("events %v err %v", types, err)
+	if err == nil {
 		t.Errorf("stream ended cleanly after the provider's error event")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -39,7 +40,7 @@ func TestResponsesMissingEndpointLeavesTheBreaker(t *testing.T) {
 		if r.URL.Path != "/v1/chat/completions" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(404)
-			io.WriteString(w, `{"error":{"message":"Unknown request URL: POST /v1/responses.","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
+			io.WriteString(w, unknownURL)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -121,13 +122,8 @@ func TestResponsesDoneWithoutCompletedIsACut(t *testing.T) {
 		respDelta(1, "partial"),
 		"data: [DONE]\n\n")
 	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
-	s := h.openai().Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "fake",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
-	var types []string
-	for s.Next() {
-		types = append(types, s.Current().Type)
-	}
-	if s.Err() == nil {
+	types, err := sdkResponsesStream(h)
+	if err == nil {
 		t.Errorf("events %v then a clean end: no response.completed and no error", types)
 	}
 }
@@ -139,16 +135,8 @@ func TestResponsesDoneWithoutCompletedIsACut(t *testing.T) {
 // (it got the fallback's 400 previous_response_not_found, x-should-retry:
 // false, for a response that exists).
 func TestResponsesPreviousResponseKeepsTheTransientFailure(t *testing.T) {
-	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(500)
-		io.WriteString(w, `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`)
-	})
-	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(400)
-		io.WriteString(w, `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
-	})
+	a := canned(t, 500, serverError)
+	b := canned(t, 400, prevNotFound)
 	g := accountsGW(t, 2, "consecutive_failures: 1000", "acct-a", a.URL, "acct-b", b.URL)
 	resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
 	t.Logf("%d x-should-retry=%q deployment=%q %s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), resp.Header.Get("X-Belay-Deployment"), body)
@@ -194,13 +182,8 @@ func TestResponsesProviderErrorEventRaised(t *testing.T) {
 		respDelta(1, "partial"),
 		respEvent("error", `{"type":"error","code":"server_error","message":"The server had an error while processing your request.","param":null,"sequence_number":2}`))
 	h := newHarness(t, harnessOpts{extra: fakeAlias(f)})
-	s := h.openai().Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "fake",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
-	var types []string
-	for s.Next() {
-		types = append(types, s.Current().Type)
-	}
-	if s.Err() == nil {
+	types, err := sdkResponsesStream(h)
+	if err == nil {
 		t.Errorf("events %v, Err() nil: the failure is not raised", types)
 	}
 }
@@ -230,15 +213,8 @@ func TestResponsesNoUsageEstimatesTheOutput(t *testing.T) {
 // down): a previous_response_not_found is misdirected, not a refusal of
 // the request, and the first deployment's breaker does not count it.
 func TestResponsesPreviousResponseFoundOnTheFallback(t *testing.T) {
-	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(400)
-		io.WriteString(w, `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
-	})
-	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"resp_2","object":"response","status":"completed","error":null,"output":[{"type":"message","id":"m","status":"completed","role":"assistant","content":[{"type":"output_text","text":"continued","annotations":[]}]}],"usage":{"input_tokens":20,"output_tokens":2,"total_tokens":22}}`)
-	})
+	a := canned(t, 400, prevNotFound)
+	b := canned(t, 200, `{"id":"resp_2","object":"response","status":"completed","error":null,"output":[{"type":"message","id":"m","status":"completed","role":"assistant","content":[{"type":"output_text","text":"continued","annotations":[]}]}],"usage":{"input_tokens":20,"output_tokens":2,"total_tokens":22}}`)
 	g := accountsGW(t, 2, "consecutive_failures: 1", "acct-a", a.URL, "acct-b", b.URL)
 	for range 2 {
 		resp, body := g.do("POST", "/v1/responses", `{"model":"m","previous_response_id":"resp_abc","input":"and then?"}`)
@@ -270,4 +246,34 @@ func accountsGW(t *testing.T, attempts int, breaker string, nameURL ...string) *
 		fmt.Fprintf(&y, "      - {name: %s, provider: openai, model: m, base_url: %s/v1, api_key: k%d}\n", nameURL[i], nameURL[i+1], i)
 	}
 	return newGW(t, y.String(), nil)
+}
+
+// canned returns an upstream that answers every request with status and
+// the JSON body.
+func canned(t *testing.T, status int, body string) *httptest.Server {
+	return upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	})
+}
+
+// OpenAI's Responses API refusals the review tests answer with.
+const (
+	prevNotFound = `{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`
+	unknownURL   = `{"error":{"message":"Unknown request URL: POST /v1/responses.","type":"invalid_request_error","param":null,"code":"unknown_url"}}`
+	serverError  = `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`
+)
+
+// sdkResponsesStream streams a Responses call to alias "fake" through the
+// official openai-go client and returns the event types it yielded and its
+// Err().
+func sdkResponsesStream(h *harness) ([]string, error) {
+	s := h.openai().Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "fake",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	var types []string
+	for s.Next() {
+		types = append(types, s.Current().Type)
+	}
+	return types, s.Err()
 }

@@ -196,7 +196,9 @@ func TestAdvEndWithFlakyStoreWrite(t *testing.T) {
 	t.Logf("stored after Manager.Flush: %s", rec.Status)
 	awaitCh(t, st.ended, "the background retry of the end's record")
 	rec, _ = st.Store.GetRun(context.Background(), "f1")
-	t.Logf("stored after the background retry: %s %q", rec.Status, rec.Error)
+	if rec.Status != store.RunFailed || rec.Error != "x" {
+		t.Errorf("stored after the background retry: %s %q; want failed \"x\"", rec.Status, rec.Error)
+	}
 }
 
 // On an open gateway (tenant "default"), POST /end of a stored run of

@@ -12,20 +12,8 @@ import (
 // Review finding (session 3): a schema at version 1 holding spans, opened
 // by this binary: every span is kept, and upserts work on the new key.
 func TestReview3MigrateSpansV1ToV2(t *testing.T) {
-	u := schemaURL(t)
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, postgres.Migrations[0]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, `CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied TIMESTAMPTZ NOT NULL DEFAULT now());
-		INSERT INTO schema_migrations (version) VALUES (1)`); err != nil {
-		t.Fatal(err)
-	}
+	u, admin := schemaAt(t, 1)
 	for _, r := range [][]any{
 		{"s-b", "t1", "s-a", "r1", "model", "chat m", int64(20), int64(30), "ok", `{"k":"v"}`, nil},
 		{"s-a", "t1", "", "r1", "run", "invoke_agent", int64(10), nil, "unset", nil, nil},
@@ -74,4 +62,32 @@ func TestReview3OldReplicaSpanUpsertAfterMigration(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, old, "s1", "t", "", "r1", "run", "x", int64(1), nil, "ok", nil, nil); err != nil {
 		t.Errorf("the previous release's span upsert on the migrated schema: %v", err)
 	}
+}
+
+// schemaAt makes a fresh schema at version v, as a release of that version
+// left it, and returns its URL and a connection to it (closed by t's
+// cleanup).
+func schemaAt(t *testing.T, v int) (string, *pgx.Conn) {
+	t.Helper()
+	u := schemaURL(t)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(ctx) })
+	for _, m := range postgres.Migrations[:v] {
+		if _, err := admin.Exec(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.Exec(ctx, `CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= v; i++ {
+		if _, err := admin.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return u, admin
 }

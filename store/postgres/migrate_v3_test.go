@@ -9,7 +9,6 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/postgres"
-	"github.com/jackc/pgx/v5"
 )
 
 // Review: a schema at version 2 (the previous release) holding a run,
@@ -18,22 +17,8 @@ import (
 // writes (its INSERT and UPDATE without the column), nor by this
 // release's SaveRun of an exact record.
 func TestReviewCostEstimatedUpgradeV2(t *testing.T) {
-	u := schemaURL(t)
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	for _, m := range postgres.Migrations[:2] {
-		if _, err := admin.Exec(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := admin.Exec(ctx, `CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied TIMESTAMPTZ NOT NULL DEFAULT now());
-		INSERT INTO schema_migrations (version) VALUES (1), (2)`); err != nil {
-		t.Fatal(err)
-	}
+	u, admin := schemaAt(t, 2)
 	oldInsert := `INSERT INTO runs (id, tenant, agent, agent_version, prompt_version, labels, max_turns,
 		deadline_ns, max_tokens, max_cost, status, stop_reason, error, started_ns, ended_ns, turns, tool_calls,
 		input_tokens, output_tokens, cost) VALUES ($1, 'acme', 'a', 'v', 'p', NULL, 5, 0, 0, 0, 'running',

@@ -302,16 +302,8 @@ test("a provider's in-stream error event reaches the client as an APIError", asy
 
 // The Responses API (POST /v1/responses) through belay, with the same client.
 
-const responsesWeatherTool = {
-  type: 'function',
-  name: 'get_weather',
-  description: 'Current weather for a city.',
-  parameters: {
-    type: 'object',
-    properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
-    required: ['city'],
-  },
-};
+// The Responses API's function tool is Chat Completions' function, flattened.
+const responsesWeatherTool = { type: 'function', ...weatherTool.function };
 
 test('responses: a non-streamed response', async () => {
   const { c, calls } = client();
