@@ -308,7 +308,10 @@ const inlineBodyMax = 64 << 10
 // the request's httptrace.ClientTrace.WroteRequest before the flush, as
 // net/http's Transport does.
 func (c *conn) write(req *http.Request) error {
-	err := req.Write(c.bw)
+	ok, err := writeRequest(c.bw, req)
+	if !ok {
+		err = req.Write(c.bw)
+	}
 	if err == nil {
 		err = c.bw.Flush()
 	}
