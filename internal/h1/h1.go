@@ -157,8 +157,9 @@ func (r limitedReader) Read(p []byte) (int, error) {
 // httptrace.ClientTrace, if any, gets WroteRequest (and the other write
 // hooks of http.Request.Write) as from net/http's Transport.
 //
-// Errors: ErrScheme for a URL that is not http://; a dial, write or read
-// error otherwise. A pooled connection the server has closed is not
+// Errors: ErrScheme for a URL that is not http://; an invalid header
+// field name or value (see checkHeader); a dial, write or read error
+// otherwise. A pooled connection the server has closed is not
 // written to: each one taken from the pool is checked first (see alive).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
@@ -167,6 +168,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ErrScheme
 	}
 	if err := ctxErr(ctx); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	if err := checkHeader(req.Header); err != nil {
 		closeBody(req)
 		return nil, err
 	}
@@ -202,6 +207,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err, _ = c.exchange(ctx, &again)
 	return resp, err
+}
+
+// checkHeader refuses a header that cannot go on the wire as it is, as
+// net/http's Transport does: a key that is not a field name (an RFC 9110
+// token), or a value with a control byte other than a tab (CR and LF
+// among them). Unchecked, a key or value with CR LF would add a header
+// line of its own to the request.
+func checkHeader(h http.Header) error {
+	for k, vs := range h {
+		if k == "" || !token(k) {
+			return fmt.Errorf("h1: invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			for i := 0; i < len(v); i++ {
+				if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+					return fmt.Errorf("h1: invalid header field value for %q", k)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // replayable reports whether req may be sent a second time after its

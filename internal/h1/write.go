@@ -2,10 +2,12 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +31,11 @@ import (
 // CR and LF turned to spaces and trimmed; the body is copied and closed,
 // and a body whose length differs from ContentLength is an error. The
 // trace's WroteHeaders and WroteRequest hooks are called as Request.Write
-// calls them.
+// calls them, and the head is flushed before a body that is not held in
+// memory (a *bytes.Reader, *bytes.Buffer or *strings.Reader, bare or in
+// io.NopCloser) is read. One difference: a body's read error is returned
+// as it is, where Request.Write wraps it in an unexported type of the same
+// text.
 func writeRequest(bw *bufio.Writer, req *http.Request) (ok bool, err error) {
 	trace := httptrace.ContextClientTrace(req.Context())
 	if trace != nil && trace.WroteHeaderField != nil || req.Close || req.URL == nil ||
@@ -63,6 +69,9 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (ok bool, err error) {
 		switch k {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue
+		}
+		if k == "" || !token(k) {
+			return false, nil // Request.Write drops a key that is not a field name
 		}
 		keys[n] = k
 		n++
@@ -117,6 +126,13 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (ok bool, err error) {
 	}
 	if body == nil {
 		return true, nil
+	}
+	if !inMemory(body) {
+		// The head goes out before a body that may wait on the server
+		// (Request.Write's rule for bodies not held in memory).
+		if err := bw.Flush(); err != nil {
+			return true, err
+		}
 	}
 	closed = true
 	copied, err := io.Copy(bw, io.LimitReader(body, req.ContentLength))
@@ -188,4 +204,27 @@ func token(s string) bool {
 		}
 	}
 	return true
+}
+
+// nopCloser types are io.NopCloser's results, for a reader with and
+// without WriteTo: inMemory looks through them.
+var (
+	nopCloser         = reflect.TypeOf(io.NopCloser(nil))
+	nopCloserWriterTo = reflect.TypeOf(io.NopCloser(strings.NewReader("")))
+)
+
+// inMemory reports whether a request body is held in memory, so that
+// reading it never waits: a *bytes.Reader, *bytes.Buffer or
+// *strings.Reader, bare or in io.NopCloser (http.NewRequest's bodies).
+func inMemory(r io.Reader) bool {
+	if t := reflect.TypeOf(r); t == nopCloser || t == nopCloserWriterTo {
+		if inner, ok := reflect.ValueOf(r).Field(0).Interface().(io.Reader); ok {
+			r = inner
+		}
+	}
+	switch r.(type) {
+	case *bytes.Reader, *bytes.Buffer, *strings.Reader:
+		return true
+	}
+	return false
 }

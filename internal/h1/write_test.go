@@ -193,3 +193,33 @@ var errFail = errors.New("write failed")
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errFail }
+
+// inMemory sees through http.NewRequest's io.NopCloser to the readers
+// Request.Write takes as held in memory, and only those.
+func TestInMemory(t *testing.T) {
+	body := func(r io.Reader) io.Reader {
+		req, err := http.NewRequest("POST", "http://h/p", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return req.Body
+	}
+	cases := []struct {
+		name string
+		r    io.Reader
+		want bool
+	}{
+		{"bytes.Reader via NewRequest", body(bytes.NewReader([]byte("x"))), true},
+		{"strings.Reader via NewRequest", body(strings.NewReader("x")), true},
+		{"bytes.Buffer via NewRequest", body(bytes.NewBufferString("x")), true},
+		{"bare bytes.Reader", bytes.NewReader(nil), true},
+		{"NopCloser of a reader without WriteTo", io.NopCloser(&closeCounter{Reader: strings.NewReader("x")}), false},
+		{"a ReadCloser of its own", &closeCounter{Reader: strings.NewReader("x")}, false},
+		{"a pipe", func() io.Reader { r, _ := io.Pipe(); return r }(), false},
+	}
+	for _, tc := range cases {
+		if got := inMemory(tc.r); got != tc.want {
+			t.Errorf("%s: inMemory %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}
