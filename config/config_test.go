@@ -88,7 +88,7 @@ func TestParseFull(t *testing.T) {
 // finding: "cannot unmarshal !!str `smart` into []config.Model", "field
 // timeout not found in type config.Deployment").
 func TestParseErrors(t *testing.T) {
-	e := env(map[string]string{"K": "v"})
+	e := env(map[string]string{"K": "v", "NL_KEY": "sk-abc\n", "CTL_KEY": "sk\x01x"})
 	top := "listen, store, admin_key, models, retry, breaker, limits, tenants, tools, redact, capture, pricing, otlp, sim, timeouts, max_body_bytes, max_upstream_body_bytes"
 	sim := "{provider: openai, model: m, base_url: 'sim://'}"
 	cases := []struct{ name, yaml, want string }{
@@ -173,6 +173,17 @@ func TestParseErrors(t *testing.T) {
 			"line 1: admin_key: environment variable NOPE_ADMIN is not set (also models[0].deployments[0].api_key: environment variable NOPE_KEY is not set; tenants[0].key: environment variable NOPE_T is not set)"},
 		{"missing envs in the file's order", "models:\n  - alias: a\n    deployments: [{provider: openai, model: m, api_key: env:NOPE_KEY}]\nadmin_key: env:NOPE_ADMIN\n",
 			"line 3: models[0].deployments[0].api_key: environment variable NOPE_KEY is not set (also admin_key: environment variable NOPE_ADMIN is not set)"},
+		// A key an HTTP header cannot carry: named at load, not at the
+		// first call (an adversarial review: a plain-http deployment sent
+		// such a key trimmed, an https one failed every call).
+		{"key with a newline", "models:\n  - alias: a\n    deployments: [{provider: openai, model: m, api_key: env:NL_KEY}]\n",
+			"line 3: models[0].deployments[0].api_key: environment variable NL_KEY holds a control character (byte 7 of 7; a newline at the end, " +
+				"as a key read from a file has, is the usual one): an HTTP header cannot carry it"},
+		{"literal key with a control byte", "tenants: [{name: a, key: \"k\\x01\"}]\n",
+			"line 1: tenants[0].key: holds a control character (byte 2 of 2): an HTTP header cannot carry it"},
+		{"admin key from env with a control byte", "admin_key: env:CTL_KEY\n",
+			"line 1: admin_key: environment variable CTL_KEY holds a control character (byte 3 of 4; a newline at the end, " +
+				"as a key read from a file has, is the usual one): an HTTP header cannot carry it"},
 		{"bad provider", "models:\n  - alias: a\n    deployments:\n      - {provider: azure, model: m, api_key: x}\n",
 			`line 4: models[0].deployments[0].provider: "azure" is not a provider; want openai or anthropic`},
 		{"missing api key", "models:\n  - alias: a\n    deployments:\n      - provider: openai\n        model: m\n",

@@ -139,6 +139,9 @@ func (s Secret) IsSet() bool { return s.Value != "" }
 func (s *Secret) resolve(field string, lookup func(string) (string, bool)) *Error {
 	name, isEnv := strings.CutPrefix(s.Ref, "env:")
 	if !isEnv {
+		if i := controlByte(s.Ref); i >= 0 {
+			return bad(field, "holds a control character (byte %d of %d): an HTTP header cannot carry it", i+1, len(s.Ref))
+		}
 		s.Value = s.Ref
 		return nil
 	}
@@ -150,6 +153,24 @@ func (s *Secret) resolve(field string, lookup func(string) (string, bool)) *Erro
 	if !ok || v == "" {
 		return bad(field, "environment variable %s is not set", name)
 	}
+	if i := controlByte(v); i >= 0 {
+		// The value is a secret: only its position is named.
+		return bad(field, "environment variable %s holds a control character (byte %d of %d; a newline at the end, "+
+			"as a key read from a file has, is the usual one): an HTTP header cannot carry it", name, i+1, len(v))
+	}
 	s.Value = v
 	return nil
+}
+
+// controlByte returns the index of the first byte of v that an HTTP
+// header value cannot hold (a control byte other than tab: RFC 9110
+// §5.5), or -1. Keys are sent, or compared with what clients send, as
+// header values.
+func controlByte(v string) int {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return i
+		}
+	}
+	return -1
 }
