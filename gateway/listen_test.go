@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -35,5 +36,21 @@ func TestServeOnAPortInUse(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(db + "*"); len(m) != 0 {
 		t.Errorf("the store was opened: %v", m)
+	}
+}
+
+// A gateway whose build fails (here a missing sim.script) logs no
+// "gateway stopped": it never started (newcomer finding, session 18).
+func TestFailedBuildLogsNoStop(t *testing.T) {
+	cfg := config.Default()
+	cfg.Store = "memory://"
+	cfg.Sim.Script = filepath.Join(t.TempDir(), "missing.yaml")
+	var logs strings.Builder
+	_, err := gateway.Build(context.Background(), cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("Build with a missing script: %v", err)
+	}
+	if strings.Contains(logs.String(), "gateway stopped") {
+		t.Errorf("a gateway that never started logged its stop:\n%s", logs.String())
 	}
 }

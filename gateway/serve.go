@@ -37,6 +37,7 @@ type Stack struct {
 	Sim *sim.Server
 
 	closeStore bool
+	unbuilt    bool // Build failed: Close undoes a partial build
 	exporter   *trace.Recorder
 	log        *slog.Logger
 	// flushing counts the Flush calls waiting for the recorder: the span
@@ -101,6 +102,7 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	ok := false
 	defer func() {
 		if !ok {
+			st.unbuilt = true // no "gateway stopped" for a gateway that never started
 			_ = st.Close(context.WithoutCancel(ctx))
 		}
 	}()
@@ -253,7 +255,7 @@ func (st *Stack) Close(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("gateway: ending %d runs at shutdown: %w", n, err))
 		}
-		if st.log != nil {
+		if st.log != nil && !st.unbuilt {
 			st.log.Info("gateway stopped", "runs_ended", n)
 		}
 		errs = append(errs, st.Runs.Close())

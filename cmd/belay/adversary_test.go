@@ -58,7 +58,7 @@ func TestAdversary12EvalInput(t *testing.T) {
 		{"detect 0", []string{"eval", suite, "--detect", "0", "--baseline", base}, "--detect 0"},
 		{"run-detected alone", []string{"eval", suite, "--run-detected"}, "--run-detected needs --detect"},
 		{"NaN min_pass_rate", []string{"eval", nanSuite}, "min_pass_rate: must be a number between 0 and 1, not NaN"},
-		{"unwritable --json", []string{"eval", suite, "--quiet", "--json", filepath.Join(dir, "no-such-dir", "r.json")}, "cannot write the --json report"},
+		{"unwritable --json", []string{"eval", suite, "--quiet", "--json", filepath.Join(dir, "no-such-dir", "r.json")}, "cannot write the --json report: " + filepath.Join(dir, "no-such-dir", "r.json") + ": folder " + filepath.Join(dir, "no-such-dir") + " does not exist"},
 		{"unwritable --markdown", []string{"eval", suite, "--quiet", "--markdown", filepath.Join(dir, "no-such-dir", "r.md")}, "cannot write the --markdown report"},
 		{"--baseline without --detect", []string{"eval", suite, "--quiet", "--baseline", base}, "--baseline is read by --detect DROP only"},
 	}

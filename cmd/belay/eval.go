@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,7 +129,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 	f := c.Flags()
 	f.IntVar(&runs, "runs", 0, fmt.Sprintf("runs per scenario, 1 to %d (overrides the suite)", eval.MaxRuns))
 	f.Int64Var(&seed, "seed", 0, "seed (overrides the suite)")
-	f.StringVar(&storeURL, "store", "sqlite://belay.db", "store for runs and traces: sqlite://PATH, postgres://URL, or memory:// (nothing kept after the run)")
+	f.StringVar(&storeURL, "store", "sqlite://belay.db", "store for runs and traces: sqlite://PATH (or a bare file path), postgres://URL, or memory:// (nothing kept after the run)")
 	f.StringVar(&jsonOut, "json", "", "write the JSON report (the baseline format for belay gate) to FILE")
 	f.StringVar(&junit, "junit", "", "write JUnit XML to FILE")
 	f.StringVar(&markdown, "markdown", "", "write a Markdown summary to FILE")
@@ -168,9 +169,13 @@ func writableDir(path string) error {
 	if path == "" {
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".belay-write-check-*")
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".belay-write-check-*")
 	if err != nil {
-		return err
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: folder %s does not exist", path, dir)
+		}
+		return fmt.Errorf("%s: cannot create a file in folder %s: %w", path, dir, errors.Unwrap(err))
 	}
 	name := f.Name()
 	f.Close()

@@ -98,6 +98,20 @@ func sqlitePath(url string) (string, bool) {
 	return "", false
 }
 
+// goldenNotFound is notFound for golden name, naming the store it was
+// looked for in: in CI the usual cause is a job given another store than
+// the one the goldens were saved to.
+func goldenNotFound(cmd *cobra.Command, err error, name string) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	where := ""
+	if url, _, serr := storeOf(cmd); serr == nil {
+		where = " in store " + redactedURL(url) + " (--store names the store the goldens were saved to)"
+	}
+	return exit(1, fmt.Errorf("golden %s not found%s", name, where))
+}
+
 // notFound turns store.ErrNotFound into exit 1 with "WHAT ID not found";
 // for a run it adds that a call refused before it counted in a run
 // leaves none (an Agents SDK test looked for the run of a call refused
@@ -515,7 +529,13 @@ the store is the config's.`,
 				if err := st.SetKill(ctx, k); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "killed %s\n", killName(target, name))
+				note := ""
+				if target == store.KillRun {
+					if r, err := st.GetRun(ctx, name); err == nil && r.Status != store.RunRunning {
+						note = fmt.Sprintf(" (it had already ended, %s: the flag stops nothing of it now)", r.Status)
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "killed %s%s\n", killName(target, name), note)
 				return nil
 			})
 		},

@@ -169,7 +169,7 @@ func goldenCmd() *cobra.Command {
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
 				canon, runID, err := st.Golden(ctx, args[0])
 				if err != nil {
-					return notFound(err, "golden", args[0])
+					return goldenNotFound(cmd, err, args[0])
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "golden %s, from run %s, %d steps\n", args[0], runID, bytesLines(canon))
 				_, err = cmd.OutOrStdout().Write(canon)
@@ -186,7 +186,7 @@ func goldenCmd() *cobra.Command {
 			return diffExit(withStore(cmd, func(ctx context.Context, st store.Store) error {
 				golden, _, err := st.Golden(ctx, name)
 				if err != nil {
-					return notFound(err, "golden", name)
+					return goldenNotFound(cmd, err, name)
 				}
 				_, spans, err := runSpans(ctx, st, id)
 				if err != nil {

@@ -25,9 +25,10 @@ func serveCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the OpenAI- and Anthropic-compatible gateway (point an agent's base URL at it)",
-		Long: `serve runs belay's gateway: POST /v1/chat/completions (OpenAI), POST /v1/messages and
-POST /v1/messages/count_tokens (Anthropic), GET /v1/models and /v1/models/{id}, /healthz, /readyz,
-/metrics and /admin/... . Every model call is a turn of a run
+		Long: `serve runs belay's gateway: POST /v1/chat/completions and POST /v1/responses (OpenAI), POST
+/v1/messages and POST /v1/messages/count_tokens (Anthropic), GET /v1/models and /v1/models/{id}, the run
+API (GET /v1/belay/runs/{id}, POST /v1/belay/runs/{id}/end), /healthz, /readyz, /metrics and /admin/... .
+Every model call is a turn of a run
 (X-Belay-Run-Id), admitted against the run's limits and budget, routed with retries, breakers and
 fallback, and recorded in the store.
 
@@ -92,7 +93,7 @@ fresh machine.`,
 	f := c.Flags()
 	f.StringVar(&listen, "listen", "", "address to listen on (default from the config, else 127.0.0.1:4000)")
 	f.StringVar(&file, "config", "", "YAML config file (models, retry, breaker, limits, tenants, tools, ...)")
-	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH, postgres://URL or memory:// (nothing kept) (default from the config, else sqlite://belay.db)")
+	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH (or a bare file path), postgres://URL or memory:// (nothing kept) (default from the config, else sqlite://belay.db)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile (go tool pprof) to this file until the gateway stops")
 	return c
 }
