@@ -230,6 +230,12 @@ func TestErrorFields(t *testing.T) {
 	if !ok || *e != (Error{File: "belay.yaml", Line: 4, Path: "models[0].deployments[0].timeout", Msg: "unknown key (did you mean timeouts?); want one of name, provider, model, base_url, api_key, sim_profile, timeouts"}) {
 		t.Errorf("error %#v", err)
 	}
+	// A key an HTTP header cannot carry, in a Config built in code.
+	k := Default()
+	k.Models[0].Deployments[0].APIKey = Secret{Ref: "sk-x\n", Value: "sk-x\n"}
+	if err := k.Validate(); err == nil || err.Error() != "models[0].deployments[0].api_key: holds a control character (byte 5 of 5): an HTTP header cannot carry it" {
+		t.Errorf("Validate of an api_key with a newline: %v", err)
+	}
 	// Validate on a Config built in code: the path, no file or line.
 	c := Default()
 	c.Models[1].Deployments[0].Provider = "azure"

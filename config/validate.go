@@ -24,6 +24,9 @@ func (c *Config) Validate() error {
 	if err := validStoreURL(c.Store); err != nil {
 		return err
 	}
+	if err := c.validateKeys(); err != nil {
+		return err
+	}
 	if err := c.validateModels(); err != nil {
 		return err
 	}
@@ -305,4 +308,32 @@ func (c *Config) TenantLimits(name string) Limits {
 func providerHost(base string) string {
 	u, _ := url.Parse(base)
 	return u.Host
+}
+
+// validateKeys refuses a key an HTTP header cannot carry (see controlByte),
+// for a Config built in code; a file's keys are checked as they are read.
+// The error names the key's field and the byte, never the key.
+func (c *Config) validateKeys() error {
+	check := func(field, v string) error {
+		if i := controlByte(v); i >= 0 {
+			return bad(field, "holds a control character (byte %d of %d): an HTTP header cannot carry it", i+1, len(v))
+		}
+		return nil
+	}
+	if err := check("admin_key", c.AdminKey.Value); err != nil {
+		return err
+	}
+	for i, m := range c.Models {
+		for j, d := range m.Deployments {
+			if err := check(fmt.Sprintf("models[%d].deployments[%d].api_key", i, j), d.APIKey.Value); err != nil {
+				return err
+			}
+		}
+	}
+	for i, t := range c.Tenants {
+		if err := check(fmt.Sprintf("tenants[%d].key", i), t.Key.Value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
