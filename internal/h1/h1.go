@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/net/http/httpguts"
 	"io"
 	"math"
 	"net"
@@ -216,14 +217,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // line of its own to the request.
 func checkHeader(h http.Header) error {
 	for k, vs := range h {
-		if k == "" || !token(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("h1: invalid header field name %q", k)
 		}
 		for _, v := range vs {
-			for i := 0; i < len(v); i++ {
-				if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
-					return fmt.Errorf("h1: invalid header field value for %q", k)
-				}
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("h1: invalid header field value for %q", k)
 			}
 		}
 	}

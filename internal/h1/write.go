@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"golang.org/x/net/http/httpguts"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -57,7 +58,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (ok bool, err error) {
 		return false, nil
 	}
 	uri := req.URL.RequestURI()
-	if hasCTL(uri) || !token(req.Method) {
+	if hasCTL(uri) || req.Method != "" && !httpguts.ValidHeaderFieldName(req.Method) { // a method is a token too
 		return false, nil
 	}
 	var keys [24]string
@@ -70,7 +71,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (ok bool, err error) {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue
 		}
-		if k == "" || !token(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return false, nil // Request.Write drops a key that is not a field name
 		}
 		keys[n] = k
@@ -190,20 +191,6 @@ func hasCTL(s string) bool {
 		}
 	}
 	return false
-}
-
-// token reports whether s is empty (GET) or an RFC 9110 token.
-func token(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // nopCloser types are io.NopCloser's results, for a reader with and
