@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -138,5 +139,25 @@ func TestAdversary14SuiteErrorsNameNoGoTypes(t *testing.T) {
 	}
 	if s.Scenarios[1].Name != "b" || s.Scenarios[1].Input != "x" {
 		t.Errorf("merged scenario: %+v", s.Scenarios[1])
+	}
+}
+
+// An interrupted eval says how far it got and that no report is written
+// (newcomer finding, session 18: it said only "context canceled").
+func TestInterruptedSaysHowFar(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var n atomic.Int32
+	name := register(t, agentFunc(func(context.Context, Env) (int, string, error) {
+		if n.Add(1) == 3 {
+			cancel() // Ctrl-C during the third run
+		}
+		return 0, "ok", nil
+	}))
+	s := suiteFor(t, "version: 1\nagent: {go: AGENT}\nruns: 5\nconcurrency: 1\nscenarios: [{name: a}, {name: b}]\n", name)
+	_, err := Run(ctx, s, (&fakeHarness{}).factory(), Options{})
+	want := "eval interrupted (context canceled) with 3 of 10 runs ended: no report is written; the runs that ended were recorded in the store"
+	if err == nil || err.Error() != want || !errors.Is(err, context.Canceled) {
+		t.Errorf("interrupted Run: %v\nwant %s", err, want)
 	}
 }

@@ -210,7 +210,14 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 	wg.Wait()
 	bar.done()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("eval interrupted: %w", err)
+		ended := 0
+		for _, o := range outcomes {
+			if o.Scenario != "" {
+				ended++
+			}
+		}
+		return nil, fmt.Errorf("eval interrupted (%w) with %d of %d runs ended: no report is written; the runs that ended were recorded in the store",
+			err, ended, len(jobs))
 	}
 	rep := buildReport(s, seed, outcomes)
 	rep.Started = started
