@@ -149,14 +149,41 @@ func storeOf(cmd *cobra.Command) (url, named string, err error) {
 	return url, named, nil
 }
 
-// redactedURL returns a store URL as messages show it: its password
-// replaced by "xxxxx" (url.URL.Redacted); a URL that does not parse as it
-// is (sqlite paths, memory://).
+// redactedURL returns a store URL as messages show it: its password, in
+// the user info or a password parameter, replaced by "xxxxx"; a string
+// that does not parse as a URL with its user info and query replaced (an
+// adversarial review: a password with a stray % was shown whole). A plain
+// sqlite path is shown as it is.
 func redactedURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
+	u, err := url.Parse(s)
+	if err != nil {
+		// Not a URL: whatever stands between "//" and "@" may be a
+		// password (one with a stray %, say), and so may the query.
+		if i := strings.Index(s, "://"); i >= 0 {
+			if j := strings.LastIndex(s, "@"); j > i {
+				s = s[:i+3] + "xxxxx" + s[j:]
+			}
+		}
+		if i := strings.IndexByte(s, '?'); i >= 0 {
+			s = s[:i] + "?xxxxx"
+		}
+		return s
 	}
-	return s
+	changed := false
+	if strings.Contains(u.RawQuery, "password") { // PostgreSQL's URLs take one as a parameter
+		q, err := url.ParseQuery(u.RawQuery)
+		switch {
+		case err != nil:
+			u.RawQuery, changed = "xxxxx", true
+		case q.Has("password"):
+			q.Set("password", "xxxxx")
+			u.RawQuery, changed = q.Encode(), true
+		}
+	}
+	if u.User == nil && !changed {
+		return s
+	}
+	return u.Redacted()
 }
 
 func printJSON(w io.Writer, v any) error {

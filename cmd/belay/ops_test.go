@@ -805,6 +805,11 @@ func TestStoreURLRedacted(t *testing.T) {
 		"postgres://root@127.0.0.1:5432/test":                            "postgres://root@127.0.0.1:5432/test",
 		"sqlite://belay.db":                                              "sqlite://belay.db",
 		"memory://":                                                      "memory://",
+		// A third review: a password with a stray % (the URL does not
+		// parse), and one given as a parameter.
+		"postgres://u:s3cr%zzet@127.0.0.1:1/db":           "postgres://xxxxx@127.0.0.1:1/db",
+		"postgres://u@127.0.0.1:1/db?password=s3cret&x=1": "postgres://u@127.0.0.1:1/db?password=xxxxx&x=1",
+		"postgres://u@h:1/db?x=%zz&password=s3cret":       "postgres://u@h:1/db?xxxxx",
 	} {
 		if got := redactedURL(in); got != want {
 			t.Errorf("redactedURL(%q) = %q, want %q", in, got, want)

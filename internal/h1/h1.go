@@ -159,7 +159,7 @@ func (r limitedReader) Read(p []byte) (int, error) {
 // hooks of http.Request.Write) as from net/http's Transport.
 //
 // Errors: ErrScheme for a URL that is not http://; an invalid header
-// field name or value (see checkHeader); a dial, write or read error
+// method, header or trailer (see checkRequest); a dial, write or read error
 // otherwise. A pooled connection the server has closed is not
 // written to: each one taken from the pool is checked first (see alive).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -172,7 +172,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	if err := checkHeader(req.Header); err != nil {
+	if err := checkRequest(req); err != nil {
 		closeBody(req)
 		return nil, err
 	}
@@ -210,13 +210,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// checkHeader refuses a header that cannot go on the wire as it is, as
-// net/http's Transport does: a key that is not a field name (an RFC 9110
-// token), or a value with a control byte other than a tab (CR and LF
-// among them). Unchecked, a key or value with CR LF would add a header
-// line of its own to the request.
-func checkHeader(h http.Header) error {
-	for k, vs := range h {
+// checkRequest refuses a request that cannot go on the wire as it is, as
+// net/http's Transport does: a method that is not a token, a header or
+// trailer key that is not a field name (an RFC 9110 token), or a header
+// value with a control byte other than a tab (CR and LF among them).
+// Unchecked, any of them with CR LF would add a line of its own to the
+// request (http.Request.Write writes them as they are).
+func checkRequest(req *http.Request) error {
+	if req.Method != "" && !httpguts.ValidHeaderFieldName(req.Method) { // a method is a token
+		return fmt.Errorf("h1: invalid method %q", req.Method)
+	}
+	for k := range req.Trailer {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("h1: invalid trailer field name %q", k)
+		}
+	}
+	for k, vs := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("h1: invalid header field name %q", k)
 		}

@@ -209,7 +209,7 @@ func TestAdvBodyReadError(t *testing.T) {
 
 // At the transport: a request whose header has a key with CR LF (or a
 // value with one). net/http's Transport refuses it and sends nothing; so
-// does h1 (checkHeader). Unchecked, the server would parse a header line
+// does h1 (checkRequest). Unchecked, the server would parse a header line
 // the key smuggled in.
 func TestTransportRefusesInvalidHeader(t *testing.T) {
 	seen := make(chan string, 4)
