@@ -88,7 +88,7 @@ func TestParseFull(t *testing.T) {
 // finding: "cannot unmarshal !!str `smart` into []config.Model", "field
 // timeout not found in type config.Deployment").
 func TestParseErrors(t *testing.T) {
-	e := env(map[string]string{"K": "v", "NL_KEY": "sk-abc\n", "CTL_KEY": "sk\x01x"})
+	e := env(map[string]string{"K": "v", "NL_KEY": "sk-abc\n", "CTL_KEY": "sk\x01x", "EMPTY_KEY": ""})
 	top := "listen, store, admin_key, models, retry, breaker, limits, tenants, tools, redact, capture, pricing, otlp, sim, timeouts, max_body_bytes, max_upstream_body_bytes"
 	sim := "{provider: openai, model: m, base_url: 'sim://'}"
 	cases := []struct{ name, yaml, want string }{
@@ -184,6 +184,11 @@ func TestParseErrors(t *testing.T) {
 		{"admin key from env with a control byte", "admin_key: env:CTL_KEY\n",
 			"line 1: admin_key: environment variable CTL_KEY holds a control character (byte 3 of 4; a newline at the end, " +
 				"as a key read from a file has, is the usual one): an HTTP header cannot carry it"},
+		{"empty env", "tenants: [{name: a, key: env:EMPTY_KEY}]\n", "line 1: tenants[0].key: environment variable EMPTY_KEY is set but empty"},
+		{"tenant key with a leading space", "tenants: [{name: a, key: \" k\"}]\n",
+			"line 1: tenants[0].key: has a space or tab at its start or end: a client's key reaches belay without them, so it could never match"},
+		{"admin key of blanks", "admin_key: \"   \"\n",
+			"line 1: admin_key: has a space or tab at its start or end: a client's key reaches belay without them, so it could never match"},
 		{"bad provider", "models:\n  - alias: a\n    deployments:\n      - {provider: azure, model: m, api_key: x}\n",
 			`line 4: models[0].deployments[0].provider: "azure" is not a provider; want openai or anthropic`},
 		{"missing api key", "models:\n  - alias: a\n    deployments:\n      - provider: openai\n        model: m\n",

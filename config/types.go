@@ -150,8 +150,11 @@ func (s *Secret) resolve(field string, lookup func(string) (string, bool)) *Erro
 		return bad(field, "%q names no environment variable; want env:NAME", s.Ref)
 	}
 	v, ok := lookup(name)
-	if !ok || v == "" {
+	if !ok {
 		return bad(field, "environment variable %s is not set", name)
+	}
+	if v == "" {
+		return bad(field, "environment variable %s is set but empty", name)
 	}
 	if i := controlByte(v); i >= 0 {
 		// The value is a secret: only its position is named.

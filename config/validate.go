@@ -320,7 +320,19 @@ func (c *Config) validateKeys() error {
 		}
 		return nil
 	}
-	if err := check("admin_key", c.AdminKey.Value); err != nil {
+	// A client's key arrives with the spaces and tabs at its ends removed
+	// (HTTP strips them from a header's value), so a key a client sends
+	// must not have any there.
+	sent := func(field, v string) error {
+		if err := check(field, v); err != nil {
+			return err
+		}
+		if strings.Trim(v, " \t") != v {
+			return bad(field, "has a space or tab at its start or end: a client's key reaches belay without them, so it could never match")
+		}
+		return nil
+	}
+	if err := sent("admin_key", c.AdminKey.Value); err != nil {
 		return err
 	}
 	for i, m := range c.Models {
@@ -331,7 +343,7 @@ func (c *Config) validateKeys() error {
 		}
 	}
 	for i, t := range c.Tenants {
-		if err := check(fmt.Sprintf("tenants[%d].key", i), t.Key.Value); err != nil {
+		if err := sent(fmt.Sprintf("tenants[%d].key", i), t.Key.Value); err != nil {
 			return err
 		}
 	}

@@ -131,10 +131,13 @@ func (t tenants) identify(r *http.Request) (config.Tenant, *failure.Error) {
 func requestKey(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); a != "" {
 		if scheme, k, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(k)
+			return strings.Trim(k, " \t")
 		}
 	}
-	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	// Only HTTP's own blanks are trimmed (RFC 9110 §5.6.3): a key may end
+	// in another space, as config's keys may (an adversarial review: a
+	// tenant key ending in U+00A0 loaded and never matched).
+	return strings.Trim(r.Header.Get("X-Api-Key"), " \t")
 }
 
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:\-]{1,128}$`)

@@ -169,6 +169,9 @@ func writableDir(path string) error {
 	if path == "" {
 		return nil
 	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a folder; want a file name in it", path)
+	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, ".belay-write-check-*")
 	if err != nil {
@@ -233,7 +236,11 @@ func writeFile(path string, write func(io.Writer) error) error {
 		os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // isTerminal reports whether w is a terminal.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/net/http/httpguts"
 	"io"
 	"log/slog"
 	"net"
@@ -193,12 +194,22 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 // store are not used either: the suite's limits apply, and the runs go to
 // the evaluation's store.
 func loadProviders(path string) (*config.Config, error) {
-	missing := map[string]bool{}
+	// unusable names the variables that are unset, empty, or hold what a
+	// header cannot carry; each resolves to a stand-in, and only a
+	// deployment's key is then refused for it (the others are dropped).
+	unusable := map[string]string{}
 	cfg, err := config.LoadWith(path, func(name string) (string, bool) {
-		if v, ok := os.LookupEnv(name); ok {
+		v, ok := os.LookupEnv(name)
+		switch {
+		case !ok:
+			unusable[name] = "is not set"
+		case v == "":
+			unusable[name] = "is set but empty"
+		case !httpguts.ValidHeaderFieldValue(v) || strings.Trim(v, " \t") != v:
+			unusable[name] = "holds a control character, or a space or tab at an end: an HTTP header cannot carry it as it is"
+		default:
 			return v, true
 		}
-		missing[name] = true
 		return "env:" + name, true // a stand-in: checked below for the deployments
 	})
 	if err != nil {
@@ -206,8 +217,12 @@ func loadProviders(path string) (*config.Config, error) {
 	}
 	for i, m := range cfg.Models {
 		for j, d := range m.Deployments {
-			if name, ok := strings.CutPrefix(d.APIKey.Ref, "env:"); ok && missing[name] {
-				return nil, fmt.Errorf("config %s: models[%d].deployments[%d].api_key: environment variable %s is not set", path, i, j, name)
+			if name, ok := strings.CutPrefix(d.APIKey.Ref, "env:"); ok {
+				// As config resolves it: the name trimmed ("env: NAME").
+				if why, bad := unusable[strings.TrimSpace(name)]; bad {
+					return nil, fmt.Errorf("config %s: models[%d].deployments[%d].api_key: environment variable %s %s",
+						path, i, j, strings.TrimSpace(name), why)
+				}
 			}
 		}
 	}
