@@ -188,6 +188,9 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				if ctx.Err() != nil {
+					continue // interrupted: no run starts after it
+				}
 				j := jobs[i]
 				r := runner{suite: s, agent: inproc, seed: mix(seed, j.sc.Name, j.index), work: work}
 				h, herr := harnesses.get(ctx, j.sc)
