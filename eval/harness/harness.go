@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"golang.org/x/net/http/httpguts"
 	"io"
 	"log/slog"
 	"net"
@@ -32,6 +31,7 @@ import (
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/trace"
 	"github.com/belay-run/belay/transport/inproc"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Tenant is the tenant eval runs belong to (the open gateway's tenant).

@@ -29,7 +29,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/net/http/httpguts"
 	"io"
 	"math"
 	"net"
@@ -37,6 +36,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // ErrScheme is returned for a request whose URL is not http://.
@@ -158,8 +159,8 @@ func (r limitedReader) Read(p []byte) (int, error) {
 // httptrace.ClientTrace, if any, gets WroteRequest (and the other write
 // hooks of http.Request.Write) as from net/http's Transport.
 //
-// Errors: ErrScheme for a URL that is not http://; an invalid header
-// method, header or trailer (see checkRequest); a dial, write or read error
+// Errors: ErrScheme for a URL that is not http://; an invalid method,
+// header or trailer (see checkRequest); a dial, write or read error
 // otherwise. A pooled connection the server has closed is not
 // written to: each one taken from the pool is checked first (see alive).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"golang.org/x/net/http/httpguts"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -12,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // writeRequest writes req on bw as http.Request.Write does, byte for byte,
@@ -22,8 +23,10 @@ import (
 //
 // Why: Request.Write formats its request and host lines with fmt, builds a
 // transfer writer, and sorts the header through a pooled sorter; on a
-// model call through the gateway that was about a tenth of the upstream
-// exchange's CPU in a profile of bench/gateway's sequential run.
+// model call through the gateway that was about a quarter of the upstream
+// exchange's CPU in a profile of bench/gateway's sequential run (the whole
+// call's CPU moved too little to measure: bench/gateway/README.md,
+// session 18).
 //
 // As Request.Write: the request line, Host, User-Agent (the header's, or
 // Go's default when the header has none; none when it is empty),
