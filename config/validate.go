@@ -310,9 +310,11 @@ func providerHost(base string) string {
 	return u.Host
 }
 
-// validateKeys refuses a key an HTTP header cannot carry (see controlByte),
-// for a Config built in code; a file's keys are checked as they are read.
-// The error names the key's field and the byte, never the key.
+// validateKeys refuses a key an HTTP header cannot carry (see controlByte;
+// a file's keys are checked as they are read, naming their variable, so
+// this catches those of a Config built in code), and a key clients send
+// (admin_key, a tenant's key) with a space or tab at an end. The error
+// names the key's field, never the key.
 func (c *Config) validateKeys() error {
 	check := func(field, v string) error {
 		if i := controlByte(v); i >= 0 {
