@@ -343,10 +343,7 @@ const inlineBodyMax = 64 << 10
 // the request's httptrace.ClientTrace.WroteRequest before the flush, as
 // net/http's Transport does.
 func (c *conn) write(req *http.Request) error {
-	ok, err := writeRequest(c.bw, req)
-	if !ok {
-		err = req.Write(c.bw)
-	}
+	err := req.Write(c.bw)
 	if err == nil {
 		err = c.bw.Flush()
 	}
