@@ -311,10 +311,10 @@ func providerHost(base string) string {
 }
 
 // validateKeys refuses a key an HTTP header cannot carry (see controlByte;
-// a file's keys are checked as they are read, naming their variable, so
-// this catches those of a Config built in code), and a key clients send
-// (admin_key, a tenant's key) with a space or tab at an end. The error
-// names the key's field, never the key.
+// an env: key is checked as it is read, naming its variable, so this
+// catches literal keys and those of a Config built in code), and a key
+// clients send (admin_key, a tenant's key) with a space or tab at an end.
+// The error names the key's field, never the key.
 func (c *Config) validateKeys() error {
 	check := func(field, v string) error {
 		if i := controlByte(v); i >= 0 {
