@@ -133,6 +133,45 @@ func tail(b []byte, n int) string {
 	return string(b)
 }
 
+// cpuTime reads the user and system CPU time pid has used, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks: USER_HZ, 100 per
+// second on Linux, see proc(5)).
+func cpuTime(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("no process")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	d, err := statCPU(b)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return d, nil
+}
+
+// statCPU returns utime + stime of a /proc/PID/stat line.
+func statCPU(b []byte) (time.Duration, error) {
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields after it start after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%d fields after the command name, want 13 or more", len(f))
+	}
+	// f[0] is field 3 (state): utime is field 14, stime field 15.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("utime %q, stime %q", f[11], f[12])
+	}
+	return time.Duration(ut+st) * (time.Second / 100), nil
+}
+
 // rssKB reads VmRSS (kB) of pid from /proc.
 func rssKB(pid int) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,21 @@ func TestUpstreamThroughRelays(t *testing.T) {
 				t.Errorf("sent = %d, want %d", n, sent)
 			}
 		})
+	}
+}
+
+// statCPU reads utime and stime (fields 14 and 15, in ticks of 10 ms)
+// after the command name, which may hold spaces and parentheses.
+func TestStatCPU(t *testing.T) {
+	line := "8359 (belay (b) x) S 1 8359 1 0 -1 4194304 1234 0 0 0 731 254 0 0 20 0 9 0 2046 1464147968 17523\n"
+	got, err := statCPU([]byte(line))
+	if err != nil || got != 9850*time.Millisecond {
+		t.Errorf("statCPU = %v, %v; want 9.85s (731 + 254 ticks)", got, err)
+	}
+	if _, err := statCPU([]byte("8359 (belay) S 1 2")); err == nil {
+		t.Error("a short line was read")
+	}
+	if d, err := cpuTime(os.Getpid()); err != nil || d < 0 {
+		t.Errorf("cpuTime of this process: %v, %v", d, err)
 	}
 }

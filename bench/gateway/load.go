@@ -31,6 +31,9 @@ type target struct {
 	// noStream is set when the target cannot stream (its reason printed);
 	// the streaming measurements skip it.
 	noStream string
+	// pid is the process serving the target (0: not known), whose CPU
+	// time -tput-only reads.
+	pid int
 
 	plain, stream []byte // request bodies
 }

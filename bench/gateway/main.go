@@ -170,6 +170,7 @@ func run(ctx context.Context, o options) error {
 	direct := newTarget("direct", upBase+"/v1", "gpt-4o-mini", nil)
 	proxy := newTarget("proxy", "http://"+px.addr+"/v1", "gpt-4o-mini", nil)
 	bel := newTarget("belay", bp.base+"/v1", "bench", nil)
+	proxy.pid, bel.pid = px.cmd.Process.Pid, bp.cmd.Process.Pid
 	targets := []*target{direct, proxy, bel}
 	if o.portkey {
 		pk, pt, err := startPortkey(ctx, dir, upBase, o.portkeyWait)
@@ -194,7 +195,9 @@ func run(ctx context.Context, o options) error {
 				return err
 			}
 			defer bb.stop()
-			targets = append(targets, newTarget("belay-b", bb.base+"/v1", "bench", nil))
+			tb := newTarget("belay-b", bb.base+"/v1", "bench", nil)
+			tb.pid = bb.cmd.Process.Pid
+			targets = append(targets, tb)
 		}
 		if o.relay {
 			rl, err := startChild(ctx, "relay", exec.CommandContext(ctx, self, "-role", "relay", "-target", upBase), filepath.Join(dir, "relay.log"), true, 10*time.Second)
@@ -301,29 +304,51 @@ func seqOnly(ctx context.Context, o options, targets []*target) error {
 // tputOnly measures the throughput of targets (proxy first) in turn,
 // o.tputRounds times, and prints each round and each belay's median ratio
 // to the proxy: an A/B of two belay builds whose rounds alternate, so that
-// the machine's drift lands on both.
+// the machine's drift lands on both. It also prints each target's CPU
+// time per request (its process's user and system time over the round,
+// from /proc, over the requests it answered), which varies less than the
+// rate between rounds on a busy machine, and each belay's median ratio of
+// it to the proxy's.
 func tputOnly(ctx context.Context, o options, targets []*target) error {
 	rps := map[string][]float64{}
+	cpu := map[string][]float64{} // µs per request
 	for r := range o.tputRounds {
 		for _, t := range targets {
+			t0, errT := cpuTime(t.pid)
+			n0 := t.sent.Load()
 			v, fails := saturate(ctx, t, o.conc[0], o.tdur)
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			t1, errT1 := cpuTime(t.pid)
+			n := t.sent.Load() - n0
 			rps[t.name] = append(rps[t.name], v)
-			fmt.Printf("round %d  %-8s %7.0f req/s  (%d failed)\n", r+1, t.name, v, fails)
+			perReq := ""
+			if errT == nil && errT1 == nil && n > 0 {
+				us := float64(t1-t0) / float64(time.Microsecond) / float64(n)
+				cpu[t.name] = append(cpu[t.name], us)
+				perReq = fmt.Sprintf("  %4.0f µs CPU per request", us)
+			}
+			fmt.Printf("round %d  %-8s %7.0f req/s  (%d failed)%s\n", r+1, t.name, v, fails, perReq)
 		}
 	}
 	for _, t := range targets[1:] {
-		var ratios []float64
-		for i, v := range rps[t.name] {
-			ratios = append(ratios, v/max(1, rps["proxy"][i]))
+		fmt.Printf("%s/proxy throughput, median of %d rounds: %s\n", t.name, len(rps[t.name]), medianRatio(rps[t.name], rps["proxy"]))
+		if len(cpu[t.name]) == len(cpu["proxy"]) && len(cpu["proxy"]) > 0 {
+			fmt.Printf("%s/proxy CPU per request, median of %d rounds: %s\n", t.name, len(cpu[t.name]), medianRatio(cpu[t.name], cpu["proxy"]))
 		}
-		slices.Sort(ratios)
-		fmt.Printf("%s/proxy throughput, median of %d rounds: %.3f× (%.3f–%.3f)\n", t.name, len(ratios),
-			ratios[(len(ratios)-1)/2], ratios[0], ratios[len(ratios)-1])
 	}
 	return nil
+}
+
+// medianRatio formats the median and range of a[i]/b[i].
+func medianRatio(a, b []float64) string {
+	var ratios []float64
+	for i, v := range a {
+		ratios = append(ratios, v/max(1e-9, b[i]))
+	}
+	slices.Sort(ratios)
+	return fmt.Sprintf("%.3f× (%.3f–%.3f)", ratios[(len(ratios)-1)/2], ratios[0], ratios[len(ratios)-1])
 }
 
 // measureSpeed runs the sequential latency, streaming TTFT and throughput
