@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -38,6 +39,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the Go spelling.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
+// ErrDurationRange is ParseDuration's error for a number of seconds too
+// large for a time.Duration (over about 146 years).
+var ErrDurationRange = errors.New("too long for a duration")
+
 // ParseDuration parses a Go duration ("90s", "5m") or a number of seconds
 // written as a plain decimal ("90", "1.5"; package internal/decimal: no
 // exponent, digit separators or base prefix), the forms accepted in the
@@ -48,7 +53,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	var d time.Duration
 	if f, err := strconv.ParseFloat(s, 64); err == nil && decimal.Plain(s) {
 		if f > float64(1<<62)/float64(time.Second) {
-			return 0, fmt.Errorf("%q is too long for a duration", s)
+			return 0, fmt.Errorf("%q is %w", s, ErrDurationRange)
 		}
 		d = time.Duration(f * float64(time.Second))
 	} else if d, err = time.ParseDuration(s); err != nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"github.com/belay-run/belay/internal/suggest"
 	"net/http"
@@ -213,37 +214,49 @@ func agentName(r *http.Request) (string, *failure.Error) {
 // limitsOverridden). A malformed value is an InvalidRequest failure.
 func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits, fe *failure.Error) {
 	l = base
-	if v := r.Header.Get(HeaderMaxTurns); v != "" {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+	if v, ok, fe := limitHeader(r, HeaderMaxTurns); fe != nil {
+		return l, asked, fe
+	} else if ok {
+		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive integer", HeaderMaxTurns, v))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive integer%s", HeaderMaxTurns, v, outOfRange(err)))
 		}
 		asked.MaxTurns = n
 		if l.MaxTurns == 0 || n < l.MaxTurns {
 			l.MaxTurns = n
 		}
 	}
-	if v := r.Header.Get(HeaderMaxTokens); v != "" {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if v, ok, fe := limitHeader(r, HeaderMaxTokens); fe != nil {
+		return l, asked, fe
+	} else if ok {
+		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive integer", HeaderMaxTokens, v))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive integer%s", HeaderMaxTokens, v, outOfRange(err)))
 		}
 		asked.MaxTokens = n
 		if l.MaxTokens == 0 || n < l.MaxTokens {
 			l.MaxTokens = n
 		}
 	}
-	if v := r.Header.Get(HeaderDeadline); v != "" {
+	if v, ok, fe := limitHeader(r, HeaderDeadline); fe != nil {
+		return l, asked, fe
+	} else if ok {
 		d, err := config.ParseDuration(v)
 		if err != nil || d == 0 {
-			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive duration (e.g. 90s, 5m or 90)", HeaderDeadline, v))
+			tooLong := ""
+			if errors.Is(err, config.ErrDurationRange) {
+				tooLong = outOfRange(strconv.ErrRange)
+			}
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive duration (e.g. 90s, 5m or 90)%s", HeaderDeadline, v, tooLong))
 		}
 		asked.Deadline = config.Duration(d)
 		if l.Deadline == 0 || config.Duration(d) < l.Deadline {
 			l.Deadline = config.Duration(d)
 		}
 	}
-	if v := r.Header.Get(HeaderMaxCostUSD); v != "" {
+	if v, ok, fe := limitHeader(r, HeaderMaxCostUSD); fe != nil {
+		return l, asked, fe
+	} else if ok {
 		c, err := budget.ParseUSD(v)
 		if err != nil || c <= 0 {
 			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount (a plain decimal, e.g. 0.25 or $0.25)", HeaderMaxCostUSD, v))
@@ -254,6 +267,35 @@ func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits,
 		}
 	}
 	return l, asked, nil
+}
+
+// limitHeader returns the value of the limit header name, trimmed, and
+// whether the request sent it. A header sent twice (only one value would
+// apply) or sent empty (no limit would apply, silently) is refused (a
+// newcomer's finding: the second of two X-Belay-Max-Turns was dropped, and
+// an empty one left the run at its default).
+func limitHeader(r *http.Request, name string) (string, bool, *failure.Error) {
+	vs := r.Header.Values(name)
+	switch {
+	case len(vs) == 0:
+		return "", false, nil
+	case len(vs) > 1:
+		return "", false, refusal(failure.InvalidRequest, fmt.Sprintf("%s: sent %d times; send it once", name, len(vs)))
+	}
+	v := strings.TrimSpace(vs[0])
+	if v == "" {
+		return "", false, refusal(failure.InvalidRequest, fmt.Sprintf("%s: empty; send a value, or leave the header out for the run's own limit", name))
+	}
+	return v, true, nil
+}
+
+// outOfRange explains a strconv range error in a limit header's refusal;
+// "" for any other error.
+func outOfRange(err error) string {
+	if errors.Is(err, strconv.ErrRange) {
+		return " (too large to hold: a request can only lower the run's limit; leave the header out to keep it)"
+	}
+	return ""
 }
 
 // limitsOverridden returns the X-Belay-Limits-Overridden value for the

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,43 @@ func TestLimitHeadersArePlainDecimals(t *testing.T) {
 		if asked, msg := ask(HeaderDeadline, v); msg != "" || asked.Deadline.D() != want {
 			t.Errorf("%s: %q: %v, %q; want %v", HeaderDeadline, v, asked.Deadline.D(), msg, want)
 		}
+	}
+}
+
+// A limit header sent twice or sent empty is refused: before, the second
+// value was dropped and an empty one left the run's limit as it was, both
+// without a word (a newcomer's finding). A number too large to hold says
+// so instead of "not a positive integer".
+func TestLimitHeaderTwiceEmptyOrHuge(t *testing.T) {
+	ask := func(h string, vs ...string) string {
+		t.Helper()
+		r, _ := http.NewRequest(http.MethodPost, "/", nil)
+		for _, v := range vs {
+			r.Header.Add(h, v)
+		}
+		_, _, fe := requestLimits(r, config.Limits{MaxTurns: 20})
+		if fe == nil {
+			return ""
+		}
+		return fe.Message
+	}
+	for _, h := range []string{HeaderMaxTurns, HeaderMaxTokens, HeaderDeadline, HeaderMaxCostUSD} {
+		if got, want := ask(h, "3", "1"), h+": sent 2 times; send it once"; got != want {
+			t.Errorf("%s twice: %q, want %q", h, got, want)
+		}
+		for _, v := range []string{"", "  "} {
+			if got, want := ask(h, v), h+": empty; send a value, or leave the header out for the run's own limit"; got != want {
+				t.Errorf("%s %q: %q, want %q", h, v, got, want)
+			}
+		}
+	}
+	tooLarge := " (too large to hold: a request can only lower the run's limit; leave the header out to keep it)"
+	for h, v := range map[string]string{HeaderMaxTurns: "99999999999999999999", HeaderMaxTokens: "99999999999999999999", HeaderDeadline: "99999999999999999"} {
+		if got := ask(h, v); !strings.HasSuffix(got, tooLarge) {
+			t.Errorf("%s %s: %q, want it to end %q", h, v, got, tooLarge)
+		}
+	}
+	if got := ask(HeaderMaxTurns, "abc"); strings.Contains(got, "too large") {
+		t.Errorf("not a number: %q", got)
 	}
 }

@@ -576,10 +576,14 @@ the store is the config's.`,
 
 func unkillCmd() *cobra.Command {
 	var file string
+	var ignoreAbsent bool
 	c := &cobra.Command{
 		Use:   "unkill run|tenant|tool|model|deployment NAME | all",
-		Short: "Clear a kill flag, whatever its name (clearing an absent flag does nothing)",
-		Args:  cobra.RangeArgs(1, 2),
+		Short: "Clear a kill flag, whatever its name; a flag that is not set is an error (exit 2) unless --ignore-absent",
+		Long: `Clear a kill flag, whatever its name. "unkill all" clears the flag "belay kill all" set, not every flag.
+A flag that is not set (a misspelt name, the wrong target) is an error naming the flags that are set, so that a
+typo does not pass for a cleared flag; --ignore-absent makes it a no-op (exit 0).`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, name, err := killArgs(args)
 			if err != nil {
@@ -589,6 +593,17 @@ func unkillCmd() *cobra.Command {
 				return err
 			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				set, err := st.ListKills(ctx)
+				if err != nil {
+					return err
+				}
+				if !slices.ContainsFunc(set, func(k store.Kill) bool { return k.Target == target && k.Name == name }) {
+					if ignoreAbsent {
+						fmt.Fprintf(cmd.OutOrStdout(), "no kill %s was set\n", killName(target, name))
+						return nil
+					}
+					return badInput(fmt.Errorf("no kill %s is set; %s (--ignore-absent to accept that)", killName(target, name), flagsSet(set)))
+				}
 				if err := st.ClearKill(ctx, target, name); err != nil {
 					return err
 				}
@@ -598,7 +613,21 @@ func unkillCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&file, "config", "", "the gateway's YAML config, for its store when --store is not given")
+	c.Flags().BoolVar(&ignoreAbsent, "ignore-absent", false, "a flag that is not set is not an error")
 	return c
+}
+
+// flagsSet names the kill flags in ks for a message: "the flags set: ..."
+// or "no kill flag is set".
+func flagsSet(ks []store.Kill) string {
+	if len(ks) == 0 {
+		return "no kill flag is set"
+	}
+	names := make([]string, len(ks))
+	for i, k := range ks {
+		names[i] = killName(k.Target, k.Name)
+	}
+	return "the flags set: " + strings.Join(names, ", ")
 }
 
 // killConfig returns the config a kill is checked against: the one file

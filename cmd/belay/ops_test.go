@@ -388,6 +388,16 @@ func TestKill(t *testing.T) {
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "tool    issue_refund  refunds double-paid  oncall", "all     -")
 
+	// A flag that is not set (a typo, the wrong target) is not taken
+	// for a cleared one: exit 2, naming the flags that are set.
+	_, _, err = belay(t, url, "unkill", "tool", "issue_refnd")
+	wantCode(t, err, 2, "no kill tool issue_refnd is set; the flags set: tool issue_refund, all")
+	_, _, err = belay(t, url, "unkill", "model", "issue_refund")
+	wantCode(t, err, 2, "no kill model issue_refund is set")
+	out, _, err = belay(t, url, "unkill", "--ignore-absent", "model", "issue_refund")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "no kill model issue_refund was set")
+
 	out, _, err = belay(t, url, "unkill", "tool", "issue_refund")
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "cleared kill tool issue_refund")
@@ -396,6 +406,8 @@ func TestKill(t *testing.T) {
 	if kills := listKillsIn(t, url); len(kills) != 0 {
 		t.Errorf("after unkill: %+v", kills)
 	}
+	_, _, err = belay(t, url, "unkill", "all")
+	wantCode(t, err, 2, "no kill all is set; no kill flag is set")
 
 	for _, args := range [][]string{{"kill", "planet", "earth"}, {"kill", "run"}, {"kill", "all", "x"}, {"unkill", "tenant"}} {
 		_, _, err = belay(t, url, args...)
@@ -511,10 +523,13 @@ func TestKillChecksNames(t *testing.T) {
 		t.Errorf("runs --config: stderr %q, %v", errOut, err)
 	}
 
-	// Unkill takes any name: the forced flag, and one never set.
+	// Unkill takes any name that is set, served or not (the forced flag);
+	// one never set is an error unless --ignore-absent.
 	_, _, err = belayArgs(t, "unkill", "model", "gpt-4", "--config", file)
 	wantCode(t, err, 0, "")
 	_, _, err = belay(t, url, "unkill", "deployment", "never-set")
+	wantCode(t, err, 2, "no kill deployment never-set is set")
+	_, _, err = belay(t, url, "unkill", "deployment", "never-set", "--ignore-absent")
 	wantCode(t, err, 0, "")
 	if kills := listKillsIn(t, url); len(kills) != 5 || slices.ContainsFunc(kills, func(k store.Kill) bool { return k.Name == "gpt-4" }) {
 		t.Errorf("after unkill: %+v", kills)
