@@ -17,9 +17,9 @@ import (
 // writes and commits once for them all. A write whose function fails gets
 // its own error at once and leaves nothing behind; the others commit
 // (see mode: request-path writes run in a SAVEPOINT of their own;
-// deferrable ones run without, and a failure runs the writes before it
-// again in a new transaction). A commit that fails reaches every write it
-// held. A request-path write alone in its transaction runs without a
+// deferrable ones run under one savepoint for them all, and a failure
+// rolls back to it and runs the writes before it again). A commit that
+// fails reaches every write it held. A request-path write alone in its transaction runs without a
 // savepoint.
 //
 // Request-path writes (the default) run as soon as the writer takes them,
@@ -262,6 +262,15 @@ type openTx struct {
 	tx   *sql.Tx // nil when none is open
 	wt   writeTx
 	held []*writeReq
+	// outer is set while SAVEPOINT t, opened before the transaction's
+	// first write in replay mode, is open; from is the number of writes
+	// held before it.
+	outer bool
+	from  int
+	// replayed is set once a failure in replay mode has run the writes
+	// held again: the transaction's later writes run in savepoints, so
+	// that no write runs more than twice.
+	replayed bool
 }
 
 // mode is how a write runs in the writer's transaction.
@@ -276,15 +285,22 @@ const (
 	// that share a transaction run so: a refusal (a budget exceeded, a
 	// key claimed) is an answer they give often.
 	savepoint
-	// replay: with no savepoint. A failure rolls the whole transaction
-	// back, and the writes it held run again in a new one, each in a
-	// savepoint. Deferrable writes run so: they rarely fail, and a
-	// savepoint costs two statements and a copy, in SQLite's statement
-	// journal, of every page the write is the first to change since the
-	// savepoint (BenchmarkModelCall, the two builds in turn in one run:
-	// 132/96/105/91/75 µs of the process's CPU per call with savepoints,
-	// 86/97/96/74/75 without). A write function must be safe to run
-	// again: store's are, each setting its results anew on each run.
+	// replay: with no savepoint of its own. Deferrable writes run so:
+	// they rarely fail, and a savepoint per write cost two statements
+	// and a copy, in SQLite's statement journal, of every page the write
+	// was the first to change since its savepoint (BenchmarkModelCall,
+	// the builds in turn in one run: 95/79/92/82/101 µs of the process's
+	// CPU per call with a savepoint per write, 70/76/72/82/108 with one
+	// per transaction as below). One savepoint, t, opened before the transaction's first
+	// such write, covers them all: a failure rolls back to t, keeping the
+	// transaction and the file's write lock (an adversarial review found
+	// that a full rollback let another process take the lock, failing the
+	// writes that had run), and the writes held since t run again, each
+	// in a savepoint, as do the transaction's later writes. So a write
+	// runs at most twice (the same review: with every later failure
+	// running them all again, the reruns grew with the square of the
+	// failures). A write function must be safe to run again: store's
+	// are, each setting its results anew on each run.
 	replay
 )
 
@@ -326,6 +342,9 @@ func (t *openTx) start(r *writeReq, m mode) (locked error) {
 		t.tx = tx
 		t.wt = writeTx{b: t.g.b, tx: tx, ctx: context.Background(), stmts: map[*sql.Stmt]*sql.Stmt{}}
 	}
+	if m == replay && t.replayed {
+		m = savepoint
+	}
 	switch m {
 	case alone:
 		if err := call(r.fn, t.wt); err != nil {
@@ -334,6 +353,13 @@ func (t *openTx) start(r *writeReq, m mode) (locked error) {
 			return nil
 		}
 	case replay:
+		if !t.outer {
+			if _, err := t.wt.Exec(context.Background(), "SAVEPOINT t"); err != nil {
+				t.abort(r, err)
+				return nil
+			}
+			t.outer, t.from = true, len(t.held)
+		}
 		if err := call(r.fn, t.wt); err != nil {
 			return t.again(r, err)
 		}
@@ -367,19 +393,24 @@ func (t *openTx) start(r *writeReq, m mode) (locked error) {
 }
 
 // again answers r, which failed with err in replay mode, rolls the
-// transaction back, and runs the writes it held again in a new one, each
-// in a savepoint (left open for the caller's commit; rolled back when none
-// of them commits). It returns the locked error of start.
+// transaction back to savepoint t, and runs the writes held since t again,
+// each in a savepoint, in the same transaction. When the rollback to t
+// fails (SQLite rolled the whole transaction back itself: a full disk, an
+// I/O error), the writes held fail with that error. It returns the locked
+// error of start.
 func (t *openTx) again(r *writeReq, err error) (locked error) {
-	held := append([]*writeReq(nil), t.held...)
-	clear(t.held)
-	t.held = t.held[:0]
-	t.tx.Rollback() //nolint:errcheck // the writes held run again
-	t.tx, t.wt = nil, writeTx{}
+	if _, rerr := t.wt.Exec(context.Background(), "ROLLBACK TO t"); rerr != nil {
+		t.abort(r, rerr)
+		return nil
+	}
 	r.done <- err
-	for i, w := range held {
+	t.replayed = true
+	rerun := append([]*writeReq(nil), t.held[t.from:]...)
+	clear(t.held[t.from:])
+	t.held = t.held[:t.from]
+	for i, w := range rerun {
 		if err := t.start(w, savepoint); err != nil {
-			for _, w := range held[i+1:] {
+			for _, w := range rerun[i+1:] {
 				w.done <- err
 			}
 			return err
@@ -435,6 +466,7 @@ func (t *openTx) answer(err error) {
 	t.held = t.held[:0]
 	t.tx = nil
 	t.wt = writeTx{}
+	t.outer, t.from, t.replayed = false, 0, false
 }
 
 // call runs fn, turning a panic into an error so that the writer survives
