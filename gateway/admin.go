@@ -81,9 +81,14 @@ func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.Ha
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "the admin API is disabled: set admin_key in the config"})
 			return
 		}
-		got := sha256.Sum256([]byte(requestKey(r)))
+		key := requestKey(r)
+		got := sha256.Sum256([]byte(key))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid admin key"})
+			msg := "invalid admin key"
+			if key == "" {
+				msg = "missing admin key: send the config's admin_key as Authorization: Bearer KEY or x-api-key"
+			}
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
 			return
 		}
 		if s.store == nil {

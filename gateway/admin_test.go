@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -44,11 +45,11 @@ func TestAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.quiesce()
-	if st, _ := h.admin("GET", "/admin/runs", "", ""); st != 401 {
-		t.Errorf("no key: %d", st)
+	if st, m := h.admin("GET", "/admin/runs", "", ""); st != 401 || !strings.HasPrefix(fmt.Sprint(m["error"]), "missing admin key: send the config's admin_key as Authorization: Bearer KEY") {
+		t.Errorf("no key: %d %v", st, m)
 	}
-	if st, _ := h.admin("GET", "/admin/runs", "", "wrong"); st != 401 {
-		t.Errorf("wrong key: %d", st)
+	if st, m := h.admin("GET", "/admin/runs", "", "wrong"); st != 401 || m["error"] != "invalid admin key" {
+		t.Errorf("wrong key: %d %v", st, m)
 	}
 	st, m := h.admin("GET", "/admin/runs", "", "adm-key")
 	if runs, _ := m["runs"].([]any); st != 200 || len(runs) != 1 {

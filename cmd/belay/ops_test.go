@@ -202,6 +202,13 @@ func TestTraceShow(t *testing.T) {
 		t.Errorf("trace show r1:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
 	}
 
+	// The summary marks an estimated cost, as belay runs does.
+	out, _, err = belay(t, url, "trace", "show", "r2")
+	wantCode(t, err, 0, "")
+	if first, _, _ := strings.Cut(out, "\n"); !strings.HasSuffix(first, "tokens 90/30  cost $0.00045 (estimated)") {
+		t.Errorf("trace show r2: %q, want the cost marked estimated", first)
+	}
+
 	out, _, err = belay(t, url, "trace", "show", "r1", "--attrs")
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "belay.idempotency_key=k-r1", `belay.failure.message=transient: rate_limited: Rate limit reached\x1b[2J\u202e`)

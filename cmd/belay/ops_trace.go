@@ -238,8 +238,12 @@ func writeTrace(w io.Writer, run store.Run, spans []trace.Span, allAttrs bool) e
 	if run.StopReason != "" {
 		status += " (" + run.StopReason + ")"
 	}
+	cost := run.Cost.String()
+	if run.CostEstimated { // as belay runs and the run's span line mark it (newcomer walkthrough)
+		cost += " (estimated)"
+	}
 	fmt.Fprintf(ew, "run %s  tenant %s  agent %s  %s  turns %d  tool calls %d  tokens %d/%d  cost %s\n",
-		run.ID, orDash(run.Tenant), orDash(run.Agent), status, run.Turns, run.ToolCalls, run.InputTokens, run.OutputTokens, run.Cost)
+		run.ID, orDash(run.Tenant), orDash(run.Agent), status, run.Turns, run.ToolCalls, run.InputTokens, run.OutputTokens, cost)
 	if len(spans) == 0 {
 		fmt.Fprintln(ew, "(no spans)")
 		return ew.err
