@@ -149,16 +149,7 @@ func TestLockedFileFailsQueuedWritesOnce(t *testing.T) {
 	}
 	defer s.Close()
 	// Another process holds the write lock.
-	lk, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Close()
-	conn, err := lk.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := otherConn(t, path)
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
@@ -269,4 +260,22 @@ func TestCloseDuringLinger(t *testing.T) {
 			t.Errorf("Close waited %v", w)
 		}
 	})
+}
+
+// otherConn opens a connection to the file at path as another process
+// would, with no busy timeout (it tries the write lock without waiting);
+// it is closed at the test's end.
+func otherConn(t *testing.T, path string) *sql.Conn {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

@@ -166,18 +166,7 @@ func TestAdvReplayKeepsTheWriteLock(t *testing.T) {
 	b := s.b
 	hc := hookWriter(t, b, 200*time.Millisecond)
 
-	// Another process's connection, which tries the write lock without
-	// waiting.
-	lk, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Close()
-	other, err := lk.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := otherConn(t, path)
 
 	bg := store.Deferrable(ctx)
 	// Order the writes with the writer held inside a request-path write:
