@@ -174,7 +174,10 @@ func (t tenants) runKey(tenant, id string) string {
 // tenants configured, the refusal of one holding RunKeySep says to drop
 // its TENANT~ prefix.
 func runID(r *http.Request, tenants bool) (string, *failure.Error) {
-	id := strings.TrimSpace(r.Header.Get(HeaderRunID))
+	id, _, fe := oneHeader(r, HeaderRunID)
+	if fe != nil {
+		return "", fe
+	}
 	if id == "" {
 		return ids.New(), nil
 	}
@@ -197,7 +200,10 @@ const maxAgentName = 128
 // at most maxAgentName bytes of UTF-8 without control characters, else an
 // InvalidRequest failure.
 func agentName(r *http.Request) (string, *failure.Error) {
-	v := strings.TrimSpace(r.Header.Get(HeaderAgent))
+	v, _, fe := oneHeader(r, HeaderAgent)
+	if fe != nil {
+		return "", fe
+	}
 	if len(v) > maxAgentName || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
 		return "", refusal(failure.InvalidRequest, fmt.Sprintf("%s: want at most %d bytes of text without control characters", HeaderAgent, maxAgentName))
 	}
@@ -211,7 +217,8 @@ func agentName(r *http.Request) (string, *failure.Error) {
 // budget.ParseUSD), and the limits those headers asked for (a zero field was not
 // asked). A request can only lower a limit: a value above the tenant's
 // limit is capped at it (and named in X-Belay-Limits-Overridden, see
-// limitsOverridden). A malformed value is an InvalidRequest failure.
+// limitsOverridden). A malformed value, or a header sent twice or empty,
+// is an InvalidRequest failure.
 func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits, fe *failure.Error) {
 	l = base
 	if v, ok, fe := limitHeader(r, HeaderMaxTurns); fe != nil {
@@ -275,6 +282,20 @@ func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits,
 // newcomer's finding: the second of two X-Belay-Max-Turns was dropped, and
 // an empty one left the run at its default).
 func limitHeader(r *http.Request, name string) (string, bool, *failure.Error) {
+	v, ok, fe := oneHeader(r, name)
+	if fe != nil || !ok {
+		return "", false, fe
+	}
+	if v == "" {
+		return "", false, refusal(failure.InvalidRequest, fmt.Sprintf("%s: empty; send a value, or leave the header out for the run's own limit", name))
+	}
+	return v, true, nil
+}
+
+// oneHeader returns the value of header name, trimmed, and whether the
+// request sent it; a header sent more than once is refused, as only one of
+// its values could apply.
+func oneHeader(r *http.Request, name string) (string, bool, *failure.Error) {
 	vs := r.Header.Values(name)
 	switch {
 	case len(vs) == 0:
@@ -282,11 +303,7 @@ func limitHeader(r *http.Request, name string) (string, bool, *failure.Error) {
 	case len(vs) > 1:
 		return "", false, refusal(failure.InvalidRequest, fmt.Sprintf("%s: sent %d times; send it once", name, len(vs)))
 	}
-	v := strings.TrimSpace(vs[0])
-	if v == "" {
-		return "", false, refusal(failure.InvalidRequest, fmt.Sprintf("%s: empty; send a value, or leave the header out for the run's own limit", name))
-	}
-	return v, true, nil
+	return strings.TrimSpace(vs[0]), true, nil
 }
 
 // outOfRange explains a strconv range error in a limit header's refusal;

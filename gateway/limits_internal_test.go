@@ -89,7 +89,8 @@ func TestLimitHeadersArePlainDecimals(t *testing.T) {
 // A limit header sent twice or sent empty is refused: before, the second
 // value was dropped and an empty one left the run's limit as it was, both
 // without a word (a newcomer's finding). A number too large to hold says
-// so instead of "not a positive integer".
+// so instead of "not a positive integer". X-Belay-Run-Id and
+// X-Belay-Agent sent twice are refused too.
 func TestLimitHeaderTwiceEmptyOrHuge(t *testing.T) {
 	ask := func(h string, vs ...string) string {
 		t.Helper()
@@ -121,5 +122,18 @@ func TestLimitHeaderTwiceEmptyOrHuge(t *testing.T) {
 	}
 	if got := ask(HeaderMaxTurns, "abc"); strings.Contains(got, "too large") {
 		t.Errorf("not a number: %q", got)
+	}
+	// So are a run id and an agent name sent twice: which run a call
+	// counts in cannot be a guess.
+	r, _ := http.NewRequest(http.MethodPost, "/", nil)
+	r.Header.Add(HeaderRunID, "run-a")
+	r.Header.Add(HeaderRunID, "run-b")
+	r.Header.Add(HeaderAgent, "a")
+	r.Header.Add(HeaderAgent, "b")
+	if _, fe := runID(r, false); fe == nil || fe.Message != HeaderRunID+": sent 2 times; send it once" {
+		t.Errorf("run id twice: %v", fe)
+	}
+	if _, fe := agentName(r); fe == nil || fe.Message != HeaderAgent+": sent 2 times; send it once" {
+		t.Errorf("agent twice: %v", fe)
 	}
 }

@@ -19,8 +19,8 @@ import (
 // (see mode: request-path writes run in a SAVEPOINT of their own;
 // deferrable ones run under one savepoint for them all, and a failure
 // rolls back to it and runs the writes before it again). A commit that
-// fails reaches every write it held. A request-path write alone in its transaction runs without a
-// savepoint.
+// fails reaches every write it held. A request-path write alone in its
+// transaction runs without a savepoint.
 //
 // Request-path writes (the default) run as soon as the writer takes them,
 // with the request-path writes queued behind them (up to maxBatch), and
@@ -291,16 +291,17 @@ const (
 	// was the first to change since its savepoint (BenchmarkModelCall,
 	// the builds in turn in one run: 95/79/92/82/101 µs of the process's
 	// CPU per call with a savepoint per write, 70/76/72/82/108 with one
-	// per transaction as below). One savepoint, t, opened before the transaction's first
-	// such write, covers them all: a failure rolls back to t, keeping the
-	// transaction and the file's write lock (an adversarial review found
-	// that a full rollback let another process take the lock, failing the
-	// writes that had run), and the writes held since t run again, each
-	// in a savepoint, as do the transaction's later writes. So a write
-	// runs at most twice (the same review: with every later failure
-	// running them all again, the reruns grew with the square of the
-	// failures). A write function must be safe to run again: store's
-	// are, each setting its results anew on each run.
+	// per transaction as below). One savepoint, t, opened before the
+	// transaction's first such write, covers them all: a failure rolls
+	// back to t, keeping the transaction and the file's write lock (an
+	// adversarial review found that a full rollback let another process
+	// take the lock, failing the writes that had run), and the writes
+	// held since t run again, each in a savepoint, as do the
+	// transaction's later writes. So a write runs at most twice (the same
+	// review: with every later failure running them all again, the
+	// reruns grew with the square of the failures). A write function must
+	// be safe to run again: store's are, each setting its results anew on
+	// each run.
 	replay
 )
 
