@@ -87,6 +87,10 @@ func (a USD) Decimal() string {
 // ErrMoneyFormat is returned by ParseUSD for text that is not an amount.
 var ErrMoneyFormat = errors.New("budget: not a dollar amount")
 
+// ErrMoneyRange is wrapped, with ErrMoneyFormat, by ParseUSD's error for an
+// amount a USD cannot hold (beyond about ±$9.2 million).
+var ErrMoneyRange = errors.New("out of range")
+
 // ParseUSD parses a decimal dollar amount such as "1.00", "$0.0000375" or
 // "100": a plain decimal (package internal/decimal: an optional sign,
 // digits, an optional fraction), after an optional "$", with spaces around
@@ -109,7 +113,7 @@ func ParseUSD(s string) (USD, error) {
 	}
 	n := r.Num()
 	if !n.IsInt64() {
-		return 0, fmt.Errorf("%w: %q is out of range", ErrMoneyFormat, s)
+		return 0, fmt.Errorf("%w: %q is %w", ErrMoneyFormat, s, ErrMoneyRange)
 	}
 	return USD(n.Int64()), nil
 }

@@ -99,3 +99,21 @@ func TestDecimal(t *testing.T) {
 		}
 	}
 }
+
+// An amount beyond a USD's range is ErrMoneyRange (and ErrMoneyFormat); a
+// malformed one is not ErrMoneyRange.
+func TestParseUSDRange(t *testing.T) {
+	for _, s := range []string{"10000000", "-10000000", "$99999999999.5"} {
+		if _, err := ParseUSD(s); !errors.Is(err, ErrMoneyRange) || !errors.Is(err, ErrMoneyFormat) {
+			t.Errorf("ParseUSD(%q) = %v; want ErrMoneyRange and ErrMoneyFormat", s, err)
+		}
+	}
+	for _, s := range []string{"1e9", "abc", "0.0000000000001"} {
+		if _, err := ParseUSD(s); err == nil || errors.Is(err, ErrMoneyRange) {
+			t.Errorf("ParseUSD(%q) = %v; want an error that is not ErrMoneyRange", s, err)
+		}
+	}
+	if v, err := ParseUSD("9000000"); err != nil || v != Dollars(9_000_000) {
+		t.Errorf("ParseUSD(9000000) = %v, %v", v, err)
+	}
+}

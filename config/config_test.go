@@ -358,3 +358,21 @@ func TestLimitsSectionOrDefaults(t *testing.T) {
 		t.Errorf("DefaultLimits = %+v; want 20 turns, 5m, $1", l)
 	}
 }
+
+// A duration too large for a time.Duration is ErrDurationRange, in seconds
+// or in units; a malformed one is not.
+func TestParseDurationRange(t *testing.T) {
+	for _, s := range []string{"3000000h", "99999999999", "1000000000000s", "2562048h"} {
+		if _, err := ParseDuration(s); !errors.Is(err, ErrDurationRange) {
+			t.Errorf("ParseDuration(%q) = %v; want ErrDurationRange", s, err)
+		}
+	}
+	for _, s := range []string{"5x", "h", "1e3", "--5s", ""} {
+		if _, err := ParseDuration(s); err == nil || errors.Is(err, ErrDurationRange) {
+			t.Errorf("ParseDuration(%q) = %v; want an error that is not ErrDurationRange", s, err)
+		}
+	}
+	if d, err := ParseDuration("2562047h"); err != nil || d != 2562047*time.Hour {
+		t.Errorf("ParseDuration(2562047h) = %v, %v", d, err)
+	}
+}

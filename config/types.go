@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -39,9 +40,14 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the Go spelling.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
-// ErrDurationRange is ParseDuration's error for a number of seconds too
-// large for a time.Duration (over about 146 years).
+// ErrDurationRange is wrapped by ParseDuration's error for a value too
+// large for a time.Duration (over about 292 years; seconds written as a
+// number, over about 146).
 var ErrDurationRange = errors.New("too long for a duration")
+
+// durationSyntax is time.ParseDuration's grammar (an optional sign, then
+// decimal numbers each with a unit), which a value that overflows matches.
+var durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // ParseDuration parses a Go duration ("90s", "5m") or a number of seconds
 // written as a plain decimal ("90", "1.5"; package internal/decimal: no
@@ -57,6 +63,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		}
 		d = time.Duration(f * float64(time.Second))
 	} else if d, err = time.ParseDuration(s); err != nil {
+		if durationSyntax.MatchString(s) { // well formed: it overflowed
+			return 0, fmt.Errorf("%q is %w", s, ErrDurationRange)
+		}
 		return 0, fmt.Errorf("%q is not a duration; want one such as 500ms, 30s or 5m, or a number of seconds", s)
 	}
 	if d < 0 {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ import (
 //	GET    /admin/runs/{id}                     {"run": ..., "spans": [...]}
 //	GET    /admin/kills                         kill flags
 //	POST   /admin/kill      {"target","name","reason","force"}  set a kill flag
-//	DELETE /admin/kill?target=&name=            clear it (any name)
+//	DELETE /admin/kill?target=&name=            clear it (any name; 404 when it is not set)
 //	POST   /admin/tools/{name}/disable          kill flag on a tool
 //	POST   /admin/tools/{name}/enable           clear it
 //	GET    /admin/approvals?state=pending       approvals, oldest first
@@ -85,8 +86,11 @@ func (s *Server) admin(f func(http.ResponseWriter, *http.Request) error) http.Ha
 		got := sha256.Sum256([]byte(key))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			msg := "invalid admin key"
-			if key == "" {
-				msg = "missing admin key: send the config's admin_key as Authorization: Bearer KEY or x-api-key"
+			switch {
+			case key == "" && (r.Header.Get("Authorization") != "" || r.Header.Get("Api-Key") != ""):
+				msg = "admin key in an unsupported form: send the config's admin_key as Authorization: Bearer KEY or x-api-key: KEY"
+			case key == "":
+				msg = "missing admin key: send the config's admin_key as Authorization: Bearer KEY or x-api-key: KEY"
 			}
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
 			return
@@ -252,6 +256,21 @@ func (s *Server) adminUnkill(w http.ResponseWriter, r *http.Request) error {
 	t, name := store.KillTarget(r.URL.Query().Get("target")), r.URL.Query().Get("name")
 	if err := checkKill(t, name); err != nil {
 		return err
+	}
+	// A flag that is not set is 404, naming those that are, as belay
+	// unkill refuses it: a misspelt name must not pass for a cleared
+	// flag (an adversarial review).
+	set, err := s.store.ListKills(r.Context())
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(set, func(k store.Kill) bool { return k.Target == t && k.Name == name }) {
+		names := make([]string, len(set))
+		for i, k := range set {
+			names[i] = string(k.Target) + ":" + k.Name
+		}
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no kill flag " + string(t) + ":" + name + " is set", "set": names})
+		return nil
 	}
 	if err := s.clearKill(r.Context(), t, name); err != nil {
 		return err

@@ -258,11 +258,14 @@ func TestAdminKillUnservedName(t *testing.T) {
 	if len(kills) != 4 || !slices.ContainsFunc(kills, func(k store.Kill) bool { return k.Target == store.KillModel && k.Name == "gtp-4o" }) {
 		t.Errorf("kills after a forced kill = %+v; want 4 with model gtp-4o", kills)
 	}
-	// Unkill takes any name: the stale flag, and one never set.
-	for _, q := range []string{"target=model&name=gtp-4o", "target=deployment&name=never-set"} {
-		if st, m := h.admin("DELETE", "/admin/kill?"+q, "", "adm-key"); st != 200 {
-			t.Errorf("unkill %s: %d %v", q, st, m)
-		}
+	// Unkill takes any name that is set, served or not (the stale flag);
+	// one never set is 404, naming the flags that are.
+	if st, m := h.admin("DELETE", "/admin/kill?target=model&name=gtp-4o", "", "adm-key"); st != 200 {
+		t.Errorf("unkill the stale flag: %d %v", st, m)
+	}
+	if st, m := h.admin("DELETE", "/admin/kill?target=deployment&name=never-set", "", "adm-key"); st != 404 ||
+		m["error"] != "no kill flag deployment:never-set is set" || fmt.Sprint(m["set"]) != "[model:mixed model:gpt-4o deployment:an-2]" {
+		t.Errorf("unkill a flag never set: %d %v", st, m)
 	}
 	if kills, _ := h.store.ListKills(ctx); len(kills) != 3 || slices.ContainsFunc(kills, func(k store.Kill) bool { return k.Name == "gtp-4o" }) {
 		t.Errorf("kills after unkill = %+v; want 3, without gtp-4o", kills)

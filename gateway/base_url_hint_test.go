@@ -76,9 +76,9 @@ models:
 
 	for _, c := range []struct{ path, body, want string }{
 		{"/v1/chat/completions", `{"model":"oa","messages":[{"role":"user","content":"hi"}]}`,
-			"the upstream has no /chat/completions: check deployment oa-1's base_url in the gateway's config; an openai deployment's base_url ends in /v1"},
+			"the upstream has no such URL: check deployment oa-1's base_url in the gateway's config; an openai deployment's base_url ends in /v1"},
 		{"/v1/messages", `{"model":"an","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
-			"the upstream has no /v1/v1/messages: check deployment an-1's base_url in the gateway's config; an anthropic deployment's base_url has no /v1"},
+			"the upstream has no such URL: check deployment an-1's base_url in the gateway's config; an anthropic deployment's base_url has no /v1"},
 	} {
 		resp, b := g.do("POST", c.path, c.body)
 		// The client gets the provider's error object as it came.

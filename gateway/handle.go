@@ -197,8 +197,13 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // call's failure (nil on success).
 func (c *call) serve() (int, error) {
 	s := c.s
-	// identify
-	clientID, fe := runID(c.r, !s.tenants.open)
+	// identify: the key first, so that a bad key is 401 whatever else is
+	// wrong
+	tenant, fe := s.tenants.identify(c.r)
+	if fe != nil {
+		return c.refuse(fe)
+	}
+	clientID, clientNamed, fe := runID(c.r, !s.tenants.open)
 	if fe != nil {
 		return c.refuse(fe)
 	}
@@ -206,11 +211,7 @@ func (c *call) serve() (int, error) {
 	if fe != nil {
 		return c.refuse(fe)
 	}
-	tenant, fe := s.tenants.identify(c.r)
-	if fe != nil {
-		return c.refuse(fe)
-	}
-	if fe := unknownHeader(c.r); fe != nil { // after the key: a bad key is 401 whatever else is wrong
+	if fe := unknownHeader(c.r); fe != nil {
 		return c.refuse(fe)
 	}
 	c.tenant = tenant
@@ -267,7 +268,7 @@ func (c *call) serve() (int, error) {
 
 	// admit
 	turn, err := s.runs.Admit(c.r.Context(), Admission{
-		RunID: id, Named: c.r.Header.Get(HeaderRunID) == "", Tenant: tenant.Name, Agent: agent, TenantBudget: tenant.Budget, Limits: limits,
+		RunID: id, Named: !clientNamed, Tenant: tenant.Name, Agent: agent, TenantBudget: tenant.Budget, Limits: limits,
 		Alias: req.model, Dialect: string(c.f.dialect()), API: req.api, Chain: c.chain,
 		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, OutputLimitField: req.limitField,
 		CacheWrites: req.cacheWrites, Stream: req.stream,

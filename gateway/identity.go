@@ -169,17 +169,23 @@ func (t tenants) runKey(tenant, id string) string {
 	return tenant + RunKeySep + id
 }
 
-// runID returns the run id from X-Belay-Run-Id, or a new UUIDv7 when absent.
-// An id must be 1-128 characters of letters, digits and . _ : -; with
-// tenants configured, the refusal of one holding RunKeySep says to drop
-// its TENANT~ prefix.
-func runID(r *http.Request, tenants bool) (string, *failure.Error) {
-	id, _, fe := oneHeader(r, HeaderRunID)
-	if fe != nil {
-		return "", fe
-	}
-	if id == "" {
-		return ids.New(), nil
+// runID returns the run id from X-Belay-Run-Id, or a new UUIDv7 when absent,
+// and whether the client named it. An id must be 1-128 characters of
+// letters, digits and . _ : -; with tenants configured, the refusal of one
+// holding RunKeySep says to drop its TENANT~ prefix. A header sent empty
+// (blank, once trimmed) is refused, as limit headers are: taken for absent,
+// it made each call a run of its own, so that a run's limits never added
+// up (an adversarial review: an SDK's custom-header setting with an unset
+// variable sends it so).
+func runID(r *http.Request, tenants bool) (string, bool, *failure.Error) {
+	id, sent, fe := oneHeader(r, HeaderRunID)
+	switch {
+	case fe != nil:
+		return "", false, fe
+	case !sent:
+		return ids.New(), false, nil
+	case id == "":
+		return "", false, refusal(failure.InvalidRequest, HeaderRunID+": empty; send a run id, or leave the header out for a run of its own")
 	}
 	if !validRunID(id) {
 		msg := HeaderRunID + ": want 1-128 characters of letters, digits and . _ : -, not only dots"
@@ -188,9 +194,9 @@ func runID(r *http.Request, tenants bool) (string, *failure.Error) {
 			// (TENANT~ID), sent back (newcomer finding).
 			msg += "; " + RunKeySep + " separates a tenant from a run id in the ids belay stores: send the id without its TENANT" + RunKeySep + " prefix"
 		}
-		return "", refusal(failure.InvalidRequest, msg)
+		return "", false, refusal(failure.InvalidRequest, msg)
 	}
-	return id, nil
+	return id, true, nil
 }
 
 // maxAgentName bounds X-Belay-Agent, in bytes.
@@ -250,11 +256,11 @@ func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits,
 	} else if ok {
 		d, err := config.ParseDuration(v)
 		if err != nil || d == 0 {
-			tooLong := ""
+			tooLarge := ""
 			if errors.Is(err, config.ErrDurationRange) {
-				tooLong = outOfRange(strconv.ErrRange)
+				tooLarge = outOfRange(strconv.ErrRange)
 			}
-			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive duration (e.g. 90s, 5m or 90)%s", HeaderDeadline, v, tooLong))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive duration (e.g. 90s, 5m or 90)%s", HeaderDeadline, v, tooLarge))
 		}
 		asked.Deadline = config.Duration(d)
 		if l.Deadline == 0 || config.Duration(d) < l.Deadline {
@@ -266,7 +272,11 @@ func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits,
 	} else if ok {
 		c, err := budget.ParseUSD(v)
 		if err != nil || c <= 0 {
-			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount (a plain decimal, e.g. 0.25 or $0.25)", HeaderMaxCostUSD, v))
+			tooLarge := ""
+			if errors.Is(err, budget.ErrMoneyRange) {
+				tooLarge = outOfRange(strconv.ErrRange)
+			}
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount (a plain decimal, e.g. 0.25 or $0.25)%s", HeaderMaxCostUSD, v, tooLarge))
 		}
 		asked.MaxCostUSD = config.USD(c)
 		if l.MaxCostUSD == 0 || config.USD(c) < l.MaxCostUSD {

@@ -130,7 +130,7 @@ func TestLimitHeaderTwiceEmptyOrHuge(t *testing.T) {
 	r.Header.Add(HeaderRunID, "run-b")
 	r.Header.Add(HeaderAgent, "a")
 	r.Header.Add(HeaderAgent, "b")
-	if _, fe := runID(r, false); fe == nil || fe.Message != HeaderRunID+": sent 2 times; send it once" {
+	if _, _, fe := runID(r, false); fe == nil || fe.Message != HeaderRunID+": sent 2 times; send it once" {
 		t.Errorf("run id twice: %v", fe)
 	}
 	if _, fe := agentName(r); fe == nil || fe.Message != HeaderAgent+": sent 2 times; send it once" {

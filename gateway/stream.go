@@ -53,6 +53,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		// TestRegression_StreamHangAfterHeadersIsTimeout).
 		return attemptError(ctx, rerr)
 	case fe != nil:
+		fe.Message += pathHint(fe, d)
 		return fe
 	case rerr != nil:
 		return attemptError(ctx, rerr)

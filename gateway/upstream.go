@@ -229,9 +229,7 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 		if timeoutCause(ctx) != nil { // what came is an artifact of the watchdog's cancel
 			return attemptError(ctx, rerr)
 		}
-		if hint := pathHint(fe, d, c.f.upstreamURL(d.BaseURL)); hint != "" {
-			fe.Message += hint
-		}
+		fe.Message += pathHint(fe, d)
 		return fe
 	}
 	if rerr != nil {
@@ -323,29 +321,27 @@ type answer struct {
 // pathHint returns a hint, for the failure's message, when an upstream's
 // 404 says that the URL called is unknown rather than the model: OpenAI's
 // error code unknown_url ("Unknown request URL: POST /chat/completions"),
-// or a bare "Not Found" of a server that has no such route (vLLM's and
-// Ollama's HTTP layers). The usual cause is a deployment's base_url with a
-// /v1 too many or too few (a newcomer's finding: the 404 read as
-// model_not_found). "" for any other failure.
-func pathHint(fe *failure.Error, d *route.Deployment, called string) string {
+// or, with no error code, a bare "Not Found" of a server that has no such
+// route (vLLM's and Ollama's HTTP layers). The usual cause is a
+// deployment's base_url with a /v1 too many or too few (a newcomer's
+// finding: the 404 read as model_not_found). "" for any other failure. The
+// hint names neither the base_url nor the path called: the message may
+// reach a client (a 404 without an error object is belay's to word), and
+// a path can hold an account's ids.
+func pathHint(fe *failure.Error, d *route.Deployment) string {
 	if fe.Status != http.StatusNotFound {
 		return ""
 	}
+	code := strings.ToLower(fe.ProviderCode)
 	msg := strings.ToLower(strings.TrimSpace(fe.Message))
-	if !strings.EqualFold(fe.ProviderCode, "unknown_url") && !strings.Contains(msg, "unknown request url") &&
-		msg != "" && msg != "not found" && msg != "404 page not found" {
+	unknownURL := code == "unknown_url" || strings.Contains(msg, "unknown request url")
+	bare := (code == "" || code == "not_found_error") && (msg == "" || msg == "not found" || msg == "404 page not found")
+	if !unknownURL && !bare {
 		return ""
 	}
-	want := "an openai deployment's base_url ends in /v1, as https://api.openai.com/v1 does"
+	want := "an openai deployment's base_url ends in /v1, as https://api.openai.com/v1 does: belay adds /chat/completions"
 	if d.Dialect == "anthropic" {
 		want = "an anthropic deployment's base_url has no /v1, as https://api.anthropic.com has none: belay adds /v1/messages"
 	}
-	path := ""
-	if u, err := url.Parse(called); err == nil {
-		path = " " + u.Path
-	}
-	// The base_url itself is not named: the message may reach a client
-	// (a 404 without an error object is belay's to word), and the
-	// gateway's upstream addresses are its operator's.
-	return fmt.Sprintf(" (the upstream has no%s: check deployment %s's base_url in the gateway's config; %s)", path, d.Name, want)
+	return fmt.Sprintf(" (the upstream has no such URL: check deployment %s's base_url in the gateway's config; %s)", d.Name, want)
 }

@@ -599,10 +599,10 @@ typo does not pass for a cleared flag; --ignore-absent makes it a no-op (exit 0)
 				}
 				if !slices.ContainsFunc(set, func(k store.Kill) bool { return k.Target == target && k.Name == name }) {
 					if ignoreAbsent {
-						fmt.Fprintf(cmd.OutOrStdout(), "no kill %s was set\n", killName(target, name))
+						fmt.Fprintf(cmd.OutOrStdout(), "no kill %s was set\n", quotedKill(target, name))
 						return nil
 					}
-					return badInput(fmt.Errorf("no kill %s is set; %s (--ignore-absent to accept that)", killName(target, name), flagsSet(set)))
+					return badInput(fmt.Errorf("no kill %s is set; %s (--ignore-absent to accept that)", quotedKill(target, name), flagsSet(set)))
 				}
 				if err := st.ClearKill(ctx, target, name); err != nil {
 					return err
@@ -617,17 +617,28 @@ typo does not pass for a cleared flag; --ignore-absent makes it a no-op (exit 0)
 	return c
 }
 
-// flagsSet names the kill flags in ks for a message: "the flags set: ..."
-// or "no kill flag is set".
+// flagsSet names the kill flags in ks for a message: "the flags set: tool
+// "issue_refund", all" or "no kill flag is set". Names are quoted: the
+// difference from a misspelt name may be a blank, a name may hold ", ",
+// and one set by a Go agent or the admin API may hold control characters
+// (an adversarial review).
 func flagsSet(ks []store.Kill) string {
 	if len(ks) == 0 {
 		return "no kill flag is set"
 	}
 	names := make([]string, len(ks))
 	for i, k := range ks {
-		names[i] = killName(k.Target, k.Name)
+		names[i] = quotedKill(k.Target, k.Name)
 	}
 	return "the flags set: " + strings.Join(names, ", ")
+}
+
+// quotedKill is killName with the name quoted (Go syntax).
+func quotedKill(t store.KillTarget, name string) string {
+	if t == store.KillAll {
+		return "all"
+	}
+	return fmt.Sprintf("%s %q", t, name)
 }
 
 // killConfig returns the config a kill is checked against: the one file

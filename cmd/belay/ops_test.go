@@ -398,12 +398,12 @@ func TestKill(t *testing.T) {
 	// A flag that is not set (a typo, the wrong target) is not taken
 	// for a cleared one: exit 2, naming the flags that are set.
 	_, _, err = belay(t, url, "unkill", "tool", "issue_refnd")
-	wantCode(t, err, 2, "no kill tool issue_refnd is set; the flags set: tool issue_refund, all")
+	wantCode(t, err, 2, `no kill tool "issue_refnd" is set; the flags set: tool "issue_refund", all`)
 	_, _, err = belay(t, url, "unkill", "model", "issue_refund")
-	wantCode(t, err, 2, "no kill model issue_refund is set")
+	wantCode(t, err, 2, `no kill model "issue_refund" is set`)
 	out, _, err = belay(t, url, "unkill", "--ignore-absent", "model", "issue_refund")
 	wantCode(t, err, 0, "")
-	wantLines(t, out, "no kill model issue_refund was set")
+	wantLines(t, out, `no kill model "issue_refund" was set`)
 
 	out, _, err = belay(t, url, "unkill", "tool", "issue_refund")
 	wantCode(t, err, 0, "")
@@ -535,7 +535,7 @@ func TestKillChecksNames(t *testing.T) {
 	_, _, err = belayArgs(t, "unkill", "model", "gpt-4", "--config", file)
 	wantCode(t, err, 0, "")
 	_, _, err = belay(t, url, "unkill", "deployment", "never-set")
-	wantCode(t, err, 2, "no kill deployment never-set is set")
+	wantCode(t, err, 2, `no kill deployment "never-set" is set`)
 	_, _, err = belay(t, url, "unkill", "deployment", "never-set", "--ignore-absent")
 	wantCode(t, err, 0, "")
 	if kills := listKillsIn(t, url); len(kills) != 5 || slices.ContainsFunc(kills, func(k store.Kill) bool { return k.Name == "gpt-4" }) {
