@@ -159,6 +159,7 @@ func (s *Server) identified(w http.ResponseWriter, r *http.Request, f front) boo
 func refuseModels(w http.ResponseWriter, f front, fe *failure.Error) {
 	w.Header().Set(HeaderShouldRetry, "false")
 	setRequestID(w.Header(), f.dialect())
+	failure.SetHeader(w.Header(), fe)
 	f.writeFailure(w, fe)
 }
 

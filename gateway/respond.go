@@ -28,6 +28,7 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 	}
 	c.w.Header().Set(HeaderShouldRetry, "false")
 	c.setRequestID()
+	failure.SetHeader(c.w.Header(), fe)
 	c.f.writeFailure(c.w, fe)
 	return statusOf(c.f, fe), fe
 }
@@ -143,6 +144,7 @@ func (c *call) relayProviderError(fe *failure.Error) (int, error) {
 	h := c.w.Header()
 	h.Set(HeaderShouldRetry, "false")
 	h.Set("Content-Type", "application/json")
+	failure.SetHeader(h, fe)
 	c.w.WriteHeader(fe.Status)
 	_, _ = c.w.Write(body)
 	return fe.Status, fe
@@ -160,6 +162,7 @@ func (c *call) relayProviderError(fe *failure.Error) (int, error) {
 // attempt and no turn.
 func (c *call) refuseAllOpen(wait time.Duration) (int, error) {
 	fe := c.allOpenFailure(wait)
+	failure.SetHeader(c.w.Header(), fe)
 	c.f.writeFailure(c.w, fe)
 	return statusOf(c.f, fe), fe
 }

@@ -382,6 +382,9 @@ func TestRegression_StoppedElsewhereStaysStopped(t *testing.T) {
 	}
 	_, err = r1.Admit(ctx, modelStep(cents(1)))
 	wantReason(t, err, failure.RunEnded, failure.Fatal)
+	if !errors.Is(err, ErrEnded) {
+		t.Errorf("a step of an ended run: %v; want it to match ErrEnded, as its doc says", err)
+	}
 }
 
 // Two processes serving one run's calls in turn (a newcomer and an

@@ -629,7 +629,9 @@ func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 			}
 			return refusal(failure.Reason(r.rec.StopReason), "run %s was stopped (%s)", r.id, r.rec.StopReason)
 		}
-		return refusal(failure.RunEnded, "run %s has ended (%s)", r.id, r.rec.Status)
+		fe := refusal(failure.RunEnded, "run %s has ended (%s)", r.id, r.rec.Status)
+		fe.Cause = ErrEnded // as ErrEnded's doc says (a newcomer's errors.Is found it missing)
+		return fe
 	}
 	ks := r.m.loadKills()
 	if k, ok := ks.forRun(r.id, r.tenant); ok {

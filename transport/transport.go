@@ -23,6 +23,7 @@ import (
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/transport/inproc"
 )
 
@@ -45,6 +46,14 @@ type Options struct {
 	// discards them: a library does not log unless asked to. New does not
 	// use it (the handler given logs as it was built to).
 	Logger *slog.Logger
+	// Approver decides approvals of irreversible tools for the runs of the
+	// stack Open builds (gateway.Options.Approver); nil means the stored
+	// queue (run.QueueApprover), which `belay approvals` decides from
+	// another process when the config's store is a file or PostgreSQL.
+	// With Open's nil config the store is in memory: decide them in
+	// process with an Approver, or through Stack.Store (ListApprovals,
+	// DecideApproval). New does not use it.
+	Approver run.Approver
 }
 
 // ErrNoHandler is returned by every request of a transport built without
@@ -95,7 +104,12 @@ type runIDKey struct{}
 
 // WithRunID returns a context whose requests through a transport of this
 // package belong to run id (it wins over Options.RunID; an explicit
-// X-Belay-Run-Id header wins over both).
+// X-Belay-Run-Id header wins over both). As through the gateway, an id no
+// run holds starts a run under the config's limits (lowered by the
+// request's X-Belay-* limit headers) at its first call; a run started with
+// Runs.Start keeps its own limits. A refusal reaches the client's SDK as
+// an error answer in its dialect: failure.FromResponse reads belay's
+// failure from the response the SDK's error keeps.
 func WithRunID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, runIDKey{}, id)
 }
@@ -119,7 +133,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Transport, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	st, err := gateway.Build(ctx, cfg, gateway.Options{Logger: log})
+	st, err := gateway.Build(ctx, cfg, gateway.Options{Logger: log, Approver: o.Approver})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package transport_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -17,6 +18,10 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/failure"
+	"github.com/belay-run/belay/run"
+	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/transport"
 )
 
@@ -170,4 +175,103 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A refusal through either SDK names belay's failure in its response's
+// headers: failure.FromResponse turns the SDK's error into a
+// *failure.Error that errors.Is matches (a newcomer using the library
+// found no way but the message text, an Anthropic refusal having no code).
+func TestSDKErrorsCarryTheFailure(t *testing.T) {
+	ctx := context.Background()
+	tr, err := transport.Open(ctx, nil, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close(ctx)
+	hc := &http.Client{Transport: tr}
+	turns := ooption.WithHeader("X-Belay-Max-Turns", "1")
+
+	oc := openai.NewClient(ooption.WithHTTPClient(hc), ooption.WithAPIKey("unused"), ooption.WithMaxRetries(0))
+	chat := openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}}
+	octx := transport.WithRunID(ctx, "two-turns-openai")
+	if _, err := oc.Chat.Completions.New(octx, chat, turns); err != nil {
+		t.Fatal(err)
+	}
+	_, err = oc.Chat.Completions.New(octx, chat, turns)
+	var oe *openai.Error
+	if !errors.As(err, &oe) {
+		t.Fatalf("openai: %v", err)
+	}
+	if fe := failure.FromResponse(oe.Response); fe == nil || !errors.Is(fe, failure.MaxTurnsExceeded) || !errors.Is(fe, failure.Fatal) || fe.Status != oe.StatusCode {
+		t.Errorf("openai: %d: FromResponse = %v; want fatal max_turns_exceeded", oe.StatusCode, fe)
+	}
+
+	ac := anthropic.NewClient(aoption.WithHTTPClient(hc), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
+	msg := anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("x"))}}
+	actx := transport.WithRunID(ctx, "two-turns-anthropic")
+	if _, err := ac.Messages.New(actx, msg, aoption.WithHeader("X-Belay-Max-Turns", "1")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ac.Messages.New(actx, msg, aoption.WithHeader("X-Belay-Max-Turns", "1"))
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("anthropic: %v", err)
+	}
+	if fe := failure.FromResponse(ae.Response); fe == nil || !errors.Is(fe, failure.MaxTurnsExceeded) {
+		t.Errorf("anthropic: %d: FromResponse = %v; want fatal max_turns_exceeded", ae.StatusCode, fe)
+	}
+
+	// A budget refusal, and a success, which names no failure.
+	var resp *http.Response
+	_, err = oc.Chat.Completions.New(ctx, chat, ooption.WithHeader("X-Belay-Max-Cost-Usd", "0.000000000001"))
+	if !errors.As(err, &oe) {
+		t.Fatalf("budget: %v", err)
+	}
+	if fe := failure.FromResponse(oe.Response); fe == nil || !errors.Is(fe, failure.BudgetExceeded) {
+		t.Errorf("budget: FromResponse = %v", fe)
+	}
+	if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&resp)); err != nil {
+		t.Fatal(err)
+	}
+	if fe := failure.FromResponse(resp); fe != nil {
+		t.Errorf("a success: FromResponse = %v, want nil", fe)
+	}
+}
+
+// Options.Approver decides the approvals of the stack Open builds: with an
+// in-memory store, a Go agent approves in process instead of polling the
+// store's queue.
+func TestOpenApprover(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := config.Parse([]byte("tools: {irreversible: [issue_refund]}\n"), "inline.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	approve := approverFunc(func(_ context.Context, a store.Approval) (store.ApprovalState, string, error) {
+		asked = append(asked, a.Tool)
+		return store.ApprovalApproved, "test", nil
+	})
+	tr, err := transport.Open(ctx, cfg, transport.Options{Approver: approve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close(ctx)
+	r, err := tr.Stack.Runs.Start(ctx, run.Spec{Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	out, err := r.Tool(ctx, run.ToolCall{Name: "issue_refund", Arguments: json.RawMessage(`{"order":"A-1"}`)},
+		func(context.Context) (json.RawMessage, error) { ran++; return json.RawMessage(`"done"`), nil })
+	if err != nil || string(out) != `"done"` || ran != 1 || len(asked) != 1 || asked[0] != "issue_refund" {
+		t.Errorf("tool: %s %v, ran %d, asked %v; want it approved in process and run once", out, err, ran, asked)
+	}
+}
+
+type approverFunc func(context.Context, store.Approval) (store.ApprovalState, string, error)
+
+func (f approverFunc) Decide(ctx context.Context, a store.Approval) (store.ApprovalState, string, error) {
+	return f(ctx, a)
 }
