@@ -109,6 +109,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	if last.Status == 0 { // no answer at all
 		c.setRequestID()
+		failure.SetHeader(w.Header(), last)
 		anthropic.WriteError(w, http.StatusBadGateway, "api_error", "counting tokens failed: "+last.Message)
 		return
 	}

@@ -191,6 +191,9 @@ const shuttingDownType = "shutting_down"
 // retry, reaching another replica or the gateway once restarted. What
 // the call used upstream is charged (see attempt).
 func (c *call) shuttingDown(fe *failure.Error) (int, error) {
+	// Labelled transient, as the answer asks for a retry (fe, the call's
+	// own cancel, is fatal).
+	failure.SetHeader(c.w.Header(), &failure.Error{Kind: failure.Transient, Reason: failure.ServerError})
 	c.unavailable(shuttingDownType, shuttingDownMessage, 0)
 	return http.StatusServiceUnavailable, fe
 }
@@ -248,8 +251,10 @@ func errStoreUnavailable(cause error) *failure.Error {
 // storeUnavailable answers 503 in the client's dialect, with error type
 // "store_unavailable" (OpenAI code "store_unavailable") and Retry-After.
 func (c *call) storeUnavailable(cause error) (int, error) {
+	fe := errStoreUnavailable(cause)
+	failure.SetHeader(c.w.Header(), fe)
 	c.unavailable(storeUnavailableType, storeUnavailableMessage, storeRetryAfterMS)
-	return http.StatusServiceUnavailable, errStoreUnavailable(cause)
+	return http.StatusServiceUnavailable, fe
 }
 
 // endedInFlight returns the run layer's cause of a call's cancel, fe, as the

@@ -348,6 +348,7 @@ func (c *call) serve() (int, error) {
 	var werr error
 	if _, ok := errors.AsType[*coverStoreError](err); ok {
 		fe := asFailure(err)
+		failure.SetHeader(c.w.Header(), fe)
 		c.unavailable(storeUnavailableType, fe.Message, storeRetryAfterMS)
 		status, werr = http.StatusServiceUnavailable, fe
 	} else if err != nil {

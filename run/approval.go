@@ -297,8 +297,14 @@ func (r *Run) approve(ctx context.Context, call ToolCall) (store.Approval, error
 		var err error
 		state, by, err = r.m.cfg.Approver.Decide(ctx, a)
 		note = ""
-		if err != nil {
+		switch {
+		case err != nil:
 			state, by, note = store.ApprovalExpired, "belay", "approval wait ended: "+err.Error()
+		case state != store.ApprovalApproved && state != store.ApprovalDenied && state != store.ApprovalExpired:
+			// Not a decision: the tool does not run, and the request is
+			// closed rather than left pending for a person to approve with
+			// nothing waiting (an adversarial review).
+			state, note = store.ApprovalExpired, fmt.Sprintf("the approver returned %q, not a decision", state)
 		}
 	}
 	if state == store.ApprovalExpired && note == "" {

@@ -500,5 +500,7 @@ func (discard) Record(trace.Span) {}
 // ErrEnded marks a step refused, or canceled in flight, because its run
 // has ended; such an error reads "run ID has ended (STATUS)" (its text
 // follows the run's id). A step that Finish or a client's end (Manager.End)
-// canceled ends with a RunEnded failure that wraps it.
+// canceled ends with a RunEnded failure that wraps it. A run stopped by a
+// limit or a kill refuses its later steps with that reason instead
+// (failure.MaxTurnsExceeded, failure.Killed, …), not ErrEnded.
 var ErrEnded = errors.New("has ended")

@@ -244,7 +244,7 @@ func TestSDKErrorsCarryTheFailure(t *testing.T) {
 // store's queue.
 func TestOpenApprover(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := config.Parse([]byte("tools: {irreversible: [issue_refund]}\n"), "inline.yaml", func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte("store: memory://\ntools: {irreversible: [issue_refund]}\n"), "inline.yaml", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
