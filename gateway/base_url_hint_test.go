@@ -62,17 +62,9 @@ func TestUnknownURLNamesBaseURL(t *testing.T) {
 	anURL := notFound(`{"type":"error","error":{"type":"not_found_error","message":"Not Found"}}`)
 	modelURL := notFound(`{"error":{"message":"The model 'gpt-9' does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)
 	logged := make(records, 256)
-	g := newGWOpts(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-models:
-  - alias: oa
-    deployments: [{name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}]
-  - alias: an
-    deployments: [{name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}]
-  - alias: gone
-    deployments: [{name: gone-1, provider: openai, model: gpt-4o, base_url: %q, api_key: k}]
-`, oaURL, anURL+"/v1", modelURL+"/v1"), gateway.Options{Logger: slog.New(logged)})
+	g := newGWOpts(t, oaAnConfig(oaURL, anURL+"/v1", "",
+		fmt.Sprintf("  - alias: gone\n    deployments: [{name: gone-1, provider: openai, model: gpt-4o, base_url: %q, api_key: k}]\n", modelURL+"/v1")),
+		gateway.Options{Logger: slog.New(logged)})
 
 	for _, c := range []struct{ path, body, want string }{
 		{"/v1/chat/completions", `{"model":"oa","messages":[{"role":"user","content":"hi"}]}`,

@@ -29,15 +29,7 @@ func TestProviderErrorKeepsParamAndRequestID(t *testing.T) {
 		"X-Request-Id", "req_abc")
 	anURL := reply(400, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate"},"request_id":"req_01X"}`,
 		"Request-Id", "req_01X")
-	g := newGW(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-models:
-  - alias: oa
-    deployments: [{name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}]
-  - alias: an
-    deployments: [{name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}]
-`, oaURL+"/v1", anURL), nil)
+	g := newGW(t, oaAnConfig(oaURL+"/v1", anURL, "", ""), nil)
 
 	resp, b := g.do("POST", "/v1/chat/completions", `{"model":"oa","messages":[{"role":"user","content":"hi"}]}`)
 	var oe struct {
@@ -105,16 +97,7 @@ func TestProviderRefusalRelayedAsSent(t *testing.T) {
 		}
 		t.Errorf("unexpected request %s", b)
 	})
-	g := newGW(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-retry: {max_attempts: 3, base: 1ms, cap: 2ms}
-models:
-  - alias: oa
-    deployments: [{name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}]
-  - alias: an
-    deployments: [{name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}]
-`, up.URL+"/v1", up.URL), nil)
+	g := newGW(t, oaAnConfig(up.URL+"/v1", up.URL, "retry: {max_attempts: 3, base: 1ms, cap: 2ms}\n", ""), nil)
 	for _, c := range []struct {
 		path, model, marker string
 		status              int
@@ -157,4 +140,19 @@ func TestRefusalsCarryARequestID(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.HasPrefix(id, "req_belay_") || !strings.Contains(b, `"request_id":"`+id+`"`) {
 		t.Errorf("anthropic refusal: %d, request-id %q: %s", resp.StatusCode, id, b)
 	}
+}
+
+// oaAnConfig is a gateway config (store in memory) with alias oa, deployment
+// oa-1 (openai, gpt-4o-mini, at oaBase), and alias an, deployment an-1
+// (anthropic, claude-sonnet-4-5, at anBase); top is added before models:,
+// more after its two aliases.
+func oaAnConfig(oaBase, anBase, top, more string) string {
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+store: memory://
+%smodels:
+  - alias: oa
+    deployments: [{name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}]
+  - alias: an
+    deployments: [{name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}]
+%s`, top, oaBase, anBase, more)
 }

@@ -334,15 +334,7 @@ func TestS19_PathHintForStreams(t *testing.T) {
 	oaURL := s19NotFound(t, "application/json", `{"error":{"message":"Unknown request URL: POST PATH. Please check the URL for typos.","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
 	anURL := s19NotFound(t, "application/json", `{"type":"error","error":{"type":"not_found_error","message":"Not Found"}}`)
 	logged := make(records, 256)
-	g := newGWOpts(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: memory://
-models:
-  - alias: oa
-    deployments: [{name: oa-1, provider: openai, model: gpt-4o-mini, base_url: %q, api_key: k}]
-  - alias: an
-    deployments: [{name: an-1, provider: anthropic, model: claude-sonnet-4-5, base_url: %q, api_key: k}]
-`, oaURL, anURL+"/v1"), gateway.Options{Logger: slog.New(logged)})
+	g := newGWOpts(t, oaAnConfig(oaURL, anURL+"/v1", "", ""), gateway.Options{Logger: slog.New(logged)})
 	for _, c := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{"model":"oa","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 		{"/v1/messages", `{"model":"an","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},
