@@ -193,8 +193,7 @@ const shuttingDownType = "shutting_down"
 func (c *call) shuttingDown(fe *failure.Error) (int, error) {
 	// Labelled transient, as the answer asks for a retry (fe, the call's
 	// own cancel, is fatal).
-	failure.SetHeader(c.w.Header(), &failure.Error{Kind: failure.Transient, Reason: failure.ServerError})
-	c.unavailable(shuttingDownType, shuttingDownMessage, 0)
+	c.unavailable(&failure.Error{Kind: failure.Transient, Reason: failure.ServerError}, shuttingDownType, shuttingDownMessage, 0)
 	return http.StatusServiceUnavailable, fe
 }
 
@@ -215,9 +214,11 @@ func (c *call) shutdownEvent(fol streamFollower) []byte {
 
 // unavailable writes 503 in the client's dialect with error type typ
 // (OpenAI's code too) and msg, and Retry-After when retryAfterMS > 0;
-// without x-should-retry: false, so the client's SDK may retry.
-func (c *call) unavailable(typ, msg string, retryAfterMS int64) {
+// without x-should-retry: false, so the client's SDK may retry. Its
+// failure headers (failure.SetHeader) name fe.
+func (c *call) unavailable(fe *failure.Error, typ, msg string, retryAfterMS int64) {
 	h := c.w.Header()
+	failure.SetHeader(h, fe)
 	if c.f.dialect() == failure.DialectAnthropic {
 		if retryAfterMS > 0 {
 			anthropic.SetRetryAfter(h, retryAfterMS)
@@ -252,8 +253,7 @@ func errStoreUnavailable(cause error) *failure.Error {
 // "store_unavailable" (OpenAI code "store_unavailable") and Retry-After.
 func (c *call) storeUnavailable(cause error) (int, error) {
 	fe := errStoreUnavailable(cause)
-	failure.SetHeader(c.w.Header(), fe)
-	c.unavailable(storeUnavailableType, storeUnavailableMessage, storeRetryAfterMS)
+	c.unavailable(fe, storeUnavailableType, storeUnavailableMessage, storeRetryAfterMS)
 	return http.StatusServiceUnavailable, fe
 }
 

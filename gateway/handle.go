@@ -348,8 +348,7 @@ func (c *call) serve() (int, error) {
 	var werr error
 	if _, ok := errors.AsType[*coverStoreError](err); ok {
 		fe := asFailure(err)
-		failure.SetHeader(c.w.Header(), fe)
-		c.unavailable(storeUnavailableType, fe.Message, storeRetryAfterMS)
+		c.unavailable(fe, storeUnavailableType, fe.Message, storeRetryAfterMS)
 		status, werr = http.StatusServiceUnavailable, fe
 	} else if err != nil {
 		status, werr = c.refuseUpstream(asFailure(err), len(res.Refused()) > 0)

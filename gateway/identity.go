@@ -256,11 +256,7 @@ func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits,
 	} else if ok {
 		d, err := config.ParseDuration(v)
 		if err != nil || d == 0 {
-			tooLarge := ""
-			if errors.Is(err, config.ErrDurationRange) {
-				tooLarge = outOfRange(strconv.ErrRange)
-			}
-			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive duration (e.g. 90s, 5m or 90)%s", HeaderDeadline, v, tooLarge))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive duration (e.g. 90s, 5m or 90)%s", HeaderDeadline, v, outOfRange(err)))
 		}
 		asked.Deadline = config.Duration(d)
 		if l.Deadline == 0 || config.Duration(d) < l.Deadline {
@@ -272,11 +268,7 @@ func requestLimits(r *http.Request, base config.Limits) (l, asked config.Limits,
 	} else if ok {
 		c, err := budget.ParseUSD(v)
 		if err != nil || c <= 0 {
-			tooLarge := ""
-			if errors.Is(err, budget.ErrMoneyRange) {
-				tooLarge = outOfRange(strconv.ErrRange)
-			}
-			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount (a plain decimal, e.g. 0.25 or $0.25)%s", HeaderMaxCostUSD, v, tooLarge))
+			return l, asked, refusal(failure.InvalidRequest, fmt.Sprintf("%s: %q is not a positive dollar amount (a plain decimal, e.g. 0.25 or $0.25)%s", HeaderMaxCostUSD, v, outOfRange(err)))
 		}
 		asked.MaxCostUSD = config.USD(c)
 		if l.MaxCostUSD == 0 || config.USD(c) < l.MaxCostUSD {
@@ -316,10 +308,11 @@ func oneHeader(r *http.Request, name string) (string, bool, *failure.Error) {
 	return strings.TrimSpace(vs[0]), true, nil
 }
 
-// outOfRange explains a strconv range error in a limit header's refusal;
-// "" for any other error.
+// outOfRange explains, in a limit header's refusal, an error that says the
+// value is too large to hold (strconv's, config.ParseDuration's or
+// budget.ParseUSD's range error); "" for any other error.
 func outOfRange(err error) string {
-	if errors.Is(err, strconv.ErrRange) {
+	if errors.Is(err, strconv.ErrRange) || errors.Is(err, config.ErrDurationRange) || errors.Is(err, budget.ErrMoneyRange) {
 		return " (too large to hold: a request can only lower the run's limit; leave the header out to keep it)"
 	}
 	return ""

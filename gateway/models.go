@@ -159,8 +159,7 @@ func (s *Server) identified(w http.ResponseWriter, r *http.Request, f front) boo
 func refuseModels(w http.ResponseWriter, f front, fe *failure.Error) {
 	w.Header().Set(HeaderShouldRetry, "false")
 	setRequestID(w.Header(), f.dialect())
-	failure.SetHeader(w.Header(), fe)
-	f.writeFailure(w, fe)
+	writeFailure(w, f, fe)
 }
 
 // modelPage returns the page of ids an Anthropic list request asks for

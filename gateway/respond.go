@@ -28,9 +28,15 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 	}
 	c.w.Header().Set(HeaderShouldRetry, "false")
 	c.setRequestID()
-	failure.SetHeader(c.w.Header(), fe)
-	c.f.writeFailure(c.w, fe)
+	writeFailure(c.w, c.f, fe)
 	return statusOf(c.f, fe), fe
+}
+
+// writeFailure writes fe in f's dialect, with its failure headers
+// (failure.SetHeader).
+func writeFailure(w http.ResponseWriter, f front, fe *failure.Error) {
+	failure.SetHeader(w.Header(), fe)
+	f.writeFailure(w, fe)
 }
 
 // setRequestID gives an answer that carries no provider's request id one
@@ -162,8 +168,7 @@ func (c *call) relayProviderError(fe *failure.Error) (int, error) {
 // attempt and no turn.
 func (c *call) refuseAllOpen(wait time.Duration) (int, error) {
 	fe := c.allOpenFailure(wait)
-	failure.SetHeader(c.w.Header(), fe)
-	c.f.writeFailure(c.w, fe)
+	writeFailure(c.w, c.f, fe)
 	return statusOf(c.f, fe), fe
 }
 

@@ -242,46 +242,6 @@ func TestHdrStoreUnavailable(t *testing.T) {
 	}
 }
 
-// 503 shutting_down names a transient failure, as it asks for a retry
-// (found by the review without the headers; fixed).
-func TestHdrShutdown(t *testing.T) {
-	release := make(chan struct{})
-	arrived := make(chan struct{}, 1)
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	})
-	defer close(release)
-	_, addr, stop, served := serveWithGrace(t, up.URL, memstore.New())
-	type result struct {
-		resp *http.Response
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		done <- result{resp, err}
-	}()
-	<-arrived
-	stop()
-	res := <-done
-	<-served
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if k, r := hdrOf(res.resp); res.resp.StatusCode != 503 || k != "transient" || r != "server_error" {
-		t.Errorf("shutdown 503: kind %q reason %q; want transient server_error (the answer asks for a retry)", k, r)
-	}
-}
-
 // count_tokens with no deployment answering: 502 naming the last failure
 // (found by the review without the headers; fixed).
 func TestHdrCountTokensNoAnswer(t *testing.T) {

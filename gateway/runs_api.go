@@ -105,8 +105,7 @@ func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, err error) 
 	s.log.LogAttrs(r.Context(), slog.LevelWarn, "run API: store unavailable", slogString("path", r.URL.Path), slogErr(err))
 	c := s.newCall(modelsFront(r), w, r)
 	c.setRequestID()
-	failure.SetHeader(w.Header(), errStoreUnavailable(err))
-	c.unavailable(storeUnavailableType, "belay's store is unavailable; retry shortly", storeRetryAfterMS)
+	c.unavailable(errStoreUnavailable(err), storeUnavailableType, "belay's store is unavailable; retry shortly", storeRetryAfterMS)
 }
 
 func (s *Server) answerRun(w http.ResponseWriter, id string, rec store.Run) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/store/memstore"
 )
@@ -104,6 +105,7 @@ func TestShutdownAnswersWaitingCall(t *testing.T) {
 	_, addr, stop, served := serveWithGrace(t, up.URL, memstore.New())
 	type result struct {
 		status int
+		header http.Header
 		body   string
 		err    error
 	}
@@ -117,7 +119,7 @@ func TestShutdownAnswersWaitingCall(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		done <- result{status: resp.StatusCode, body: string(b)}
+		done <- result{status: resp.StatusCode, header: resp.Header, body: string(b)}
 	}()
 	<-arrived // the call is in flight
 	stop()
@@ -127,7 +129,12 @@ func TestShutdownAnswersWaitingCall(t *testing.T) {
 	}
 	want := `{"error":{"message":"belay is shutting down: the call was canceled after timeouts.shutdown; retry","type":"shutting_down","param":null,"code":"shutting_down"}}`
 	if r.err != nil || r.status != http.StatusServiceUnavailable || strings.TrimSpace(r.body) != want {
-		t.Errorf("status %d, body %s, error %v; want 503 %s", r.status, r.body, r.err, want)
+		t.Fatalf("status %d, body %s, error %v; want 503 %s", r.status, r.body, r.err, want)
+	}
+	// Labelled transient, as the answer asks for a retry (a review found
+	// it without the failure headers).
+	if k, rs := r.header.Get(failure.HeaderKind), r.header.Get(failure.HeaderReason); k != "transient" || rs != "server_error" {
+		t.Errorf("failure headers %q/%q; want transient/server_error", k, rs)
 	}
 }
 
