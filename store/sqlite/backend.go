@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"regexp"
@@ -14,20 +15,24 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// backend is sqlstore.Backend over two database/sql pools on one file: w
-// has a single connection and runs every write, r serves reads.
+// backend is sqlstore.Backend over connections to one file: the group
+// writer's own (dial; every write runs on it), r, a database/sql pool that
+// serves reads, and w, a pool of one connection that opened the file and
+// migrated its schema.
 type backend struct {
 	path string
 	w, r *sql.DB
+	// dial opens the group writer's connection (see wconn), with w's
+	// settings; the writer calls it before its first transaction, and
+	// again after the driver reported the connection broken.
+	dial func() (driver.Conn, error)
 	cp   *sql.DB // the checkpointer's connection
 	ckpt *checkpointer
 	gw   *groupWriter
 
 	mu      sync.Mutex
-	queries map[string]string    // $N form → ?N form
-	stmts   map[string]*sql.Stmt // ?N form → prepared on w
-	rstmts  map[string]*sql.Stmt // ?N form → prepared on r (each pooled connection prepares it once)
-	want    map[string]bool      // write queries to prepare after the current transaction
+	queries map[string]string    // $N form → SQLite's form (sqliteParams)
+	rstmts  map[string]*sql.Stmt // SQLite's form → prepared on r (each pooled connection prepares it once)
 }
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
@@ -64,64 +69,9 @@ func sqliteParams(q string) string {
 	return placeholder.ReplaceAllLiteralString(q, "?")
 }
 
-// stmt returns the statement prepared for q on the write connection, or
-// nil, noting q so that it is prepared once the connection is free.
-func (b *backend) stmt(q string) *sql.Stmt {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if s, ok := b.stmts[q]; ok {
-		return s
-	}
-	if b.want == nil {
-		b.want = map[string]bool{}
-	}
-	b.want[q] = true
-	return nil
-}
-
-// prepareWanted prepares the noted write statements. It runs after a
-// transaction ends, when the single write connection is free (preparing
-// inside the transaction would wait for that connection forever).
-func (b *backend) prepareWanted(ctx context.Context) {
-	b.mu.Lock()
-	var qs []string
-	for q := range b.want {
-		qs = append(qs, q)
-	}
-	b.want = nil
-	b.mu.Unlock()
-	for _, q := range qs {
-		s, err := b.w.PrepareContext(ctx, q)
-		if err != nil {
-			continue // the unprepared path keeps working
-		}
-		b.mu.Lock()
-		if b.stmts == nil {
-			b.stmts = map[string]*sql.Stmt{}
-		}
-		if _, dup := b.stmts[q]; dup {
-			s.Close()
-		} else {
-			b.stmts[q] = s
-		}
-		b.mu.Unlock()
-	}
-}
-
 // Write runs fn in the next group commit (see groupWriter).
 func (b *backend) Write(ctx context.Context, fn func(sqlstore.Tx) error) error {
 	return b.gw.write(ctx, fn)
-}
-
-// prepareIfWanted prepares the write statements noted since the last
-// transaction; the writer calls it between transactions.
-func (b *backend) prepareIfWanted(ctx context.Context) {
-	b.mu.Lock()
-	pending := len(b.want) > 0
-	b.mu.Unlock()
-	if pending {
-		b.prepareWanted(ctx)
-	}
 }
 
 func (b *backend) Read() sqlstore.Tx { return readTx{b: b} }
@@ -130,13 +80,10 @@ func (b *backend) Close() error {
 	b.gw.close()
 	b.ckpt.stop()
 	b.mu.Lock()
-	for _, s := range b.stmts {
-		s.Close()
-	}
 	for _, s := range b.rstmts {
 		s.Close()
 	}
-	b.stmts, b.rstmts = nil, nil
+	b.rstmts = nil
 	b.mu.Unlock()
 	return errors.Join(b.cp.Close(), b.r.Close(), b.w.Close())
 }
@@ -176,61 +123,31 @@ func code(err error) error {
 }
 
 // writeTx runs a write's statements inside the group commit's
-// transaction, under the writer's context, not the caller's: a caller
-// whose context ends mid-statement would interrupt SQLite, which rolls
-// back the whole transaction, and with it the other writes of the batch.
-// A write whose context has ended before it starts is not run (see
-// groupWriter.run); one that started finishes.
+// transaction, on the writer's connection (wconn), under the writer's
+// context, not the caller's: a caller whose context ends mid-statement
+// would interrupt SQLite, which rolls back the whole transaction, and with
+// it the other writes of the batch. A write whose context has ended before
+// it starts is not run (see groupWriter.run); one that started finishes.
 type writeTx struct {
-	b   *backend
-	tx  *sql.Tx
+	w   *wconn
 	ctx context.Context
-	// stmts are the prepared statements bound to tx, each bound once per
-	// transaction (a batch runs one statement many times).
-	stmts map[*sql.Stmt]*sql.Stmt
-}
-
-// bound returns s bound to the transaction.
-func (t writeTx) bound(s *sql.Stmt) *sql.Stmt {
-	ts, ok := t.stmts[s]
-	if !ok {
-		ts = t.tx.StmtContext(t.ctx, s)
-		t.stmts[s] = ts
-	}
-	return ts
 }
 
 func (t writeTx) Exec(_ context.Context, q string, args ...any) (int64, error) {
-	ctx := t.ctx
-	q = t.b.query(q)
-	var res sql.Result
-	var err error
-	if s := t.b.stmt(q); s != nil {
-		res, err = t.bound(s).ExecContext(ctx, args...)
-	} else {
-		res, err = t.tx.ExecContext(ctx, q, args...)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return t.w.exec(t.ctx, q, args)
 }
 
 func (t writeTx) Query(_ context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	r, err := t.tx.QueryContext(t.ctx, t.b.query(q), args...)
+	r, err := t.w.query(t.ctx, q, args)
 	if err != nil {
 		return nil, err
 	}
-	return rows{r}, nil
+	return r, nil
 }
 
 func (t writeTx) QueryRow(_ context.Context, q string, args ...any) sqlstore.Row {
-	ctx := t.ctx
-	q = t.b.query(q)
-	if s := t.b.stmt(q); s != nil {
-		return row{t.bound(s).QueryRowContext(ctx, args...)}
-	}
-	return row{t.tx.QueryRowContext(ctx, q, args...)}
+	r, err := t.w.query(t.ctx, q, args)
+	return wrow{rows: r, err: err}
 }
 
 type readTx struct{ b *backend }

@@ -2,7 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -217,6 +217,9 @@ func (g *groupWriter) loop() {
 	if t.tx != nil {
 		t.commit()
 	}
+	if t.conn != nil {
+		t.conn.close() //nolint:errcheck // nothing is left to write
+	}
 }
 
 // urgent runs r (received with ok from queue) and the request-path writes
@@ -259,7 +262,8 @@ func drain(batch []*writeReq, q chan *writeReq) []*writeReq {
 // callers wait for its commit. Only the writer goroutine uses it.
 type openTx struct {
 	g    *groupWriter
-	tx   *sql.Tx // nil when none is open
+	conn *wconn    // the writer's connection; nil before the first transaction or after it broke
+	tx   driver.Tx // nil when none is open
 	wt   writeTx
 	held []*writeReq
 	// outer is set while SAVEPOINT t, opened before the transaction's
@@ -326,7 +330,7 @@ func (t *openTx) start(r *writeReq, m mode) (locked error) {
 		// The transaction and its statements run under a context that is
 		// never done: a write that started finishes (see writeTx), and
 		// the driver then sets up no interrupt watcher per statement.
-		tx, err := t.g.b.w.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (_txlock)
+		tx, err := t.begin()
 		if err != nil {
 			r.done <- err
 			if errors.Is(code(err), ErrLocked) {
@@ -341,7 +345,7 @@ func (t *openTx) start(r *writeReq, m mode) (locked error) {
 			return nil
 		}
 		t.tx = tx
-		t.wt = writeTx{b: t.g.b, tx: tx, ctx: context.Background(), stmts: map[*sql.Stmt]*sql.Stmt{}}
+		t.wt = writeTx{w: t.conn, ctx: context.Background()}
 	}
 	if m == replay && t.replayed {
 		m = savepoint
@@ -393,6 +397,26 @@ func (t *openTx) start(r *writeReq, m mode) (locked error) {
 	return nil
 }
 
+// begin opens the writer's connection if none is open, or if the driver
+// reported it broken (driver.ErrBadConn) or no longer finds it usable
+// (driver.Validator), as database/sql checks before it reuses a
+// connection; then it begins a transaction on it (BEGIN
+// IMMEDIATE, from its _txlock).
+func (t *openTx) begin() (driver.Tx, error) {
+	if t.conn != nil && (t.conn.bad || !t.conn.usable()) {
+		t.conn.close() //nolint:errcheck // broken: a new connection replaces it
+		t.conn = nil
+	}
+	if t.conn == nil {
+		c, err := t.g.b.dialWriter()
+		if err != nil {
+			return nil, err
+		}
+		t.conn = c
+	}
+	return t.conn.begin(context.Background())
+}
+
 // again answers r, which failed with err in replay mode, rolls the
 // transaction back to savepoint t, and runs the writes held since t again,
 // each in a savepoint, in the same transaction. When the rollback to t
@@ -436,12 +460,11 @@ func (t *openTx) runAll(batch []*writeReq, m mode) {
 // commit commits the open transaction and answers the writes it held
 // with the outcome.
 func (t *openTx) commit() {
-	err := t.tx.Commit()
+	err := t.conn.note(t.tx.Commit())
 	if err == nil {
 		t.g.b.ckpt.committed()
 	}
 	t.answer(err)
-	t.g.b.prepareIfWanted(t.g.ctx)
 }
 
 // abort rolls the whole transaction back after a savepoint statement

@@ -114,13 +114,16 @@ func TestReview3bCloseWithQueuedWrites(t *testing.T) {
 func TestReview3bDeferrableNotStarved(t *testing.T) {
 	ctx := context.Background()
 	_, b := openTest(t)
-	const writers, each = 200, 100
+	// The writers write until the deferrable write is answered (a fixed
+	// count per writer could all be answered before the queue ever held
+	// more than maxBatch, and the wait for it below would never end).
+	const writers, bound = 200, 10000
 	var done atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
-			for i := range each {
+			for {
 				select {
 				case <-stop:
 					return
@@ -135,7 +138,6 @@ func TestReview3bDeferrableNotStarved(t *testing.T) {
 					return
 				}
 				done.Add(1)
-				_ = i
 			}
 		})
 	}
@@ -149,8 +151,7 @@ func TestReview3bDeferrableNotStarved(t *testing.T) {
 	waited := done.Load() - start
 	close(stop)
 	wg.Wait()
-	if left := writers*each - done.Load(); left == 0 || waited > writers*each/2 {
-		t.Errorf("deferrable write answered after %d request-path writes (of %d; %d left when it was answered): starved",
-			waited, writers*each, writers*each-start-waited)
+	if waited > bound {
+		t.Errorf("deferrable write answered after %d request-path writes (more than %d): starved", waited, bound)
 	}
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -141,17 +140,13 @@ func (t *hookTx) Rollback() error {
 	return t.Tx.Rollback()
 }
 
-// hookWriter replaces b's write pool (before any write) by one that counts
-// the transactions rolled back; the busy timeout is busy.
+// hookWriter replaces the group writer's connection (before any write) by
+// one that counts the transactions rolled back; the busy timeout is busy.
 func hookWriter(t *testing.T, b *backend, busy time.Duration) *hookConnector {
 	t.Helper()
 	c := &hookConnector{d: b.w.Driver(),
 		dsn: fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_journal_mode=WAL&_txlock=immediate", b.path, busy.Milliseconds())}
-	old := b.w
-	b.w = sql.OpenDB(c)
-	b.w.SetMaxOpenConns(1)
-	b.w.SetMaxIdleConns(1)
-	old.Close()
+	b.dial = func() (driver.Conn, error) { return c.Connect(context.Background()) }
 	return c
 }
 

@@ -37,6 +37,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -170,9 +171,12 @@ func openBackend(ctx context.Context, path string, o Options) (*backend, error) 
 	base := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", path, o.BusyTimeout.Milliseconds())
 	b := &backend{path: path}
 	var err error
-	if b.w, err = sql.Open("sqlite", base+fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)&_pragma=temp_store(memory)", autoCheckpointPages)+"&_journal_mode=WAL&_synchronous="+sync+"&_txlock=immediate"); err != nil {
+	wdsn := base + fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)&_pragma=temp_store(memory)", autoCheckpointPages) + "&_journal_mode=WAL&_synchronous=" + sync + "&_txlock=immediate"
+	if b.w, err = sql.Open("sqlite", wdsn); err != nil {
 		return nil, code(err)
 	}
+	drv := b.w.Driver()
+	b.dial = func() (driver.Conn, error) { return drv.Open(wdsn) }
 	b.w.SetMaxOpenConns(1) // the one writer
 	b.w.SetMaxIdleConns(1)
 	b.w.SetConnMaxLifetime(0)
