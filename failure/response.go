@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/belay-run/belay/internal/readall"
 )
 
 // Dialect names a provider's wire format. It decides the stream terminator
@@ -208,7 +210,7 @@ func ClassifyHTTPAt(now time.Time, d Dialect, resp *http.Response) (*Error, []by
 	var head []byte
 	var err error
 	if resp.Body != nil {
-		head, err = io.ReadAll(io.LimitReader(resp.Body, MaxHeadBytes))
+		head, err = readall.Sized(io.LimitReader(resp.Body, MaxHeadBytes), min(resp.ContentLength, MaxHeadBytes))
 	}
 	if err != nil && success {
 		c := *ClassifyError(err)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/belay-run/belay/internal/readall"
 	"github.com/belay-run/belay/internal/suggest"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -699,7 +699,7 @@ func (c *call) readBody() ([]byte, *failure.Error) {
 	timeout := c.s.cfg.Timeouts.BodyRead.D()
 	rc := http.NewResponseController(c.w)
 	armed := timeout > 0 && rc.SetReadDeadline(time.Now().Add(timeout)) == nil
-	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, limit))
+	body, err := readall.Sized(http.MaxBytesReader(c.w, c.r.Body, limit), min(c.r.ContentLength, limit))
 	if err == nil {
 		if armed {
 			_ = rc.SetReadDeadline(time.Time{})

@@ -239,15 +239,18 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	if resp.ContentLength > limit {
 		return c.overLimit(d, resp.StatusCode, limit)
 	}
-	rest, rerr := io.ReadAll(io.LimitReader(idleReader{resp.Body, wd, idle}, limit-int64(len(head))+1))
-	if rerr != nil {
-		c.chargeCut(d)
-		return attemptError(ctx, rerr)
+	body := head
+	if len(head) == failure.MaxHeadBytes { // the head ended at its cap, not the body's end: read the rest
+		rest, rerr := io.ReadAll(io.LimitReader(idleReader{resp.Body, wd, idle}, limit-int64(len(head))+1))
+		if rerr != nil {
+			c.chargeCut(d)
+			return attemptError(ctx, rerr)
+		}
+		body = append(head, rest...)
 	}
-	if int64(len(head)+len(rest)) > limit {
+	if int64(len(body)) > limit {
 		return c.overLimit(d, resp.StatusCode, limit)
 	}
-	body := append(head, rest...)
 	if fe := failure.ClassifyResponse(frontFor(d.Dialect).dialect(), resp.StatusCode, resp.Header, body); fe != nil {
 		return fe
 	}

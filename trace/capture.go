@@ -93,9 +93,19 @@ func (p PayloadPolicy) isPayload(k string) bool {
 	return slices.Contains(PayloadAttrs, k) || slices.Contains(p.Extra, k)
 }
 
+// hasPayload reports whether attrs holds a payload key: a lookup per
+// payload name, not a scan of the names per attribute.
 func (p PayloadPolicy) hasPayload(attrs map[string]any) bool {
-	for k := range attrs {
-		if p.isPayload(k) {
+	if len(attrs) == 0 {
+		return false
+	}
+	for _, k := range PayloadAttrs {
+		if _, ok := attrs[k]; ok {
+			return true
+		}
+	}
+	for _, k := range p.Extra {
+		if _, ok := attrs[k]; ok {
 			return true
 		}
 	}
@@ -123,9 +133,17 @@ func (p PayloadPolicy) redactAttrs(attrs map[string]any, r *Redactor, all bool) 
 		return attrs
 	}
 	out := maps.Clone(attrs)
-	for k, v := range attrs {
-		if all || p.isPayload(k) {
+	if all {
+		for k, v := range attrs {
 			out[k] = r.Value(v)
+		}
+		return out
+	}
+	for _, names := range [][]string{PayloadAttrs, p.Extra} {
+		for _, k := range names {
+			if v, ok := attrs[k]; ok {
+				out[k] = r.Value(v)
+			}
 		}
 	}
 	return out

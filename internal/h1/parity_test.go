@@ -170,12 +170,15 @@ func TestEndless1xxIsCutOff(t *testing.T) {
 // used last-in first-out, so one below the top is not taken while traffic
 // keeps the top one busy. When the server closes it (its own keep-alive
 // timer: Node 5s, uvicorn 5s), its socket must not stay open in
-// CLOSE_WAIT: each release checks the pool's oldest connection (net/http's
-// Transport notices the close at once, in its read loop). Here: 4
-// connections from a burst, the server closes the 3 not in use, 20 more
-// requests follow; none of the 3 is still pooled.
+// CLOSE_WAIT: each release checks the pool's oldest connection once it
+// has idled probeAfter (net/http's Transport notices the close at once, in
+// its read loop). Here: 4 connections from a burst, the server closes the
+// 3 not in use; 5 requests within probeAfter leave them pooled, 20 after
+// it leave none of them.
 func TestServerClosedIdleConnectionsAreDropped(t *testing.T) {
+	now := time.Unix(1000, 0)
 	tr := New(Options{})
+	tr.now = func() time.Time { return now }
 	b := newBurst(t, tr, 4)
 	do := func() {
 		resp, err := post(t, tr, context.Background(), b.URL, "{}")
@@ -197,17 +200,32 @@ func TestServerClosedIdleConnectionsAreDropped(t *testing.T) {
 	for _, c := range list[:len(list)-1] {
 		b.closeServerSide(t, c)
 	}
+	closedPooled := func() int {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		n := 0
+		for _, l := range tr.idle {
+			for _, c := range l {
+				if c != top && !alive(c) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	// Younger than probeAfter, they are not peeked at on release.
+	for range 5 {
+		do()
+	}
+	if n := closedPooled(); n != 3 {
+		t.Errorf("%d closed connections pooled after 5 requests within probeAfter; want 3 (not peeked at yet)", n)
+	}
+	now = now.Add(probeAfter)
 	for range 20 {
 		do()
 	}
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	for _, l := range tr.idle {
-		for _, c := range l {
-			if c != top && !alive(c) {
-				t.Errorf("a connection the server closed is still pooled (socket %s in CLOSE_WAIT) after 20 requests", c.nc.LocalAddr())
-			}
-		}
+	if n := closedPooled(); n != 0 {
+		t.Errorf("%d connections the server closed still pooled (in CLOSE_WAIT) after 20 requests past probeAfter; want 0", n)
 	}
 }
 
