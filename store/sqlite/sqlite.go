@@ -13,12 +13,12 @@
 //
 // # Concurrency
 //
-// All writes go through one connection and run as BEGIN IMMEDIATE
-// transactions, so a Reserve reads and updates its scopes without another
-// writer in between, in this process and in any other process using the
-// file. Writes queued at the same time share one transaction (group
-// commit), each in its own savepoint: a write that fails is undone alone
-// and the others commit. Other processes' writers wait up to
+// All writes go through one connection, the writer goroutine's own, and
+// run as BEGIN IMMEDIATE transactions, so a Reserve reads and updates its
+// scopes without another writer in between, in this process and in any
+// other process using the file. Writes queued at the same time share one
+// transaction (group commit): a write that fails is undone alone, rolled
+// back to a savepoint, and the others commit. Other processes' writers wait up to
 // Options.BusyTimeout for the write lock, then fail with an error wrapping
 // ErrLocked. Reads use a pool of connections and do
 // not wait for writers.
