@@ -463,6 +463,14 @@ func (t *openTx) commit() {
 	err := t.conn.note(t.tx.Commit())
 	if err == nil {
 		t.g.b.ckpt.committed()
+	} else if !t.conn.bad {
+		// A COMMIT that failed can leave the transaction open (SQLITE_BUSY
+		// with statements in progress): roll it back, so that the writer
+		// does not keep the file's write lock, or replace the connection
+		// (closing it ends the transaction) if that fails too.
+		if rerr := t.tx.Rollback(); rerr != nil {
+			t.conn.bad = true
+		}
 	}
 	t.answer(err)
 }
@@ -477,7 +485,9 @@ func (t *openTx) abort(r *writeReq, err error) {
 
 // rollback rolls the open transaction back; the writes it held get err.
 func (t *openTx) rollback(err error) {
-	t.tx.Rollback() //nolint:errcheck // err is the one to report
+	if rerr := t.tx.Rollback(); rerr != nil {
+		t.conn.bad = true // still in the transaction: the next one needs a new connection
+	}
 	t.answer(err)
 }
 
@@ -494,11 +504,15 @@ func (t *openTx) answer(err error) {
 }
 
 // call runs fn, turning a panic into an error so that the writer survives
-// it and the transaction is rolled back (to the write's savepoint).
-func call(fn func(sqlstore.Tx) error, tx sqlstore.Tx) (err error) {
+// it and the transaction is rolled back (to the write's savepoint). Rows
+// fn left open are closed when it returns or panics (see wconn.closeRows).
+func call(fn func(sqlstore.Tx) error, tx writeTx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("store/sqlite: write panicked: %v", p)
+		}
+		if cerr := tx.w.closeRows(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
 	return fn(tx)

@@ -32,7 +32,29 @@ type wconn struct {
 	// for one use (the store's texts are a fixed set of a few dozen).
 	stmts map[string]driver.Stmt
 	args  []driver.NamedValue // one statement's arguments, reused
-	bad   bool                // the driver reported the connection broken
+	bad   bool                // broken: the driver said so, or a transaction could not be ended
+	// open are the rows handed out by query and not closed yet. A write
+	// that leaves rows open (a mistake, a panic) would leave their cached
+	// statement mid-step, holding the connection's read snapshot (every
+	// later BEGIN IMMEDIATE then fails once another connection commits)
+	// or, for a RETURNING write, failing the COMMIT; database/sql's Tx
+	// closed them at its end. call closes them when each write returns.
+	open []*wrows
+}
+
+// closeRows closes the rows a write left open and returns the first error
+// closing them gave.
+func (w *wconn) closeRows() error {
+	var first error
+	for i, r := range w.open {
+		r.Close()
+		if err := r.Err(); err != nil && first == nil {
+			first = err
+		}
+		w.open[i] = nil
+	}
+	w.open = w.open[:0]
+	return first
 }
 
 const maxStmts = 256
@@ -205,6 +227,7 @@ func (w *wconn) query(ctx context.Context, q string, args []any) (*wrows, error)
 	if !keep {
 		wr.stmt = s
 	}
+	w.open = append(w.open, wr)
 	return wr, nil
 }
 
@@ -300,7 +323,8 @@ func (r wrow) Scan(dest ...any) error {
 // float64, bool, []byte, string or time.Time), in dest as database/sql's
 // Rows.Scan does (TestWriterScanMatchesDatabaseSQL compares them) for:
 // *any, *string, *[]byte (a copy), *int64, *int, *float64, *bool, a
-// sql.Scanner, and a pointer to a pointer to one of those (nil for NULL).
+// sql.Scanner, a pointer to a named type of a string, integer, float or
+// bool kind, and a pointer to a pointer to one of those (nil for NULL).
 // Other destinations are an error naming the type.
 func assign(dest, src any) error {
 	if s, ok := dest.(sql.Scanner); ok {
@@ -368,25 +392,80 @@ func assign(dest, src any) error {
 		*d = v.(bool)
 		return nil
 	default:
-		// **T: nil for NULL, else a new T holding the value.
 		pv := reflect.ValueOf(dest)
-		if pv.Kind() == reflect.Pointer && !pv.IsNil() && pv.Elem().Kind() == reflect.Pointer {
+		if pv.Kind() != reflect.Pointer || pv.IsNil() {
+			break
+		}
+		if e := pv.Elem(); e.Kind() == reflect.Pointer {
+			// **T: nil for NULL, else a new T holding the value.
 			if src == nil {
-				pv.Elem().SetZero()
+				e.SetZero()
 				return nil
 			}
-			nv := reflect.New(pv.Elem().Type().Elem())
+			nv := reflect.New(e.Type().Elem())
 			if err := assign(nv.Interface(), src); err != nil {
 				return err
 			}
-			pv.Elem().Set(nv)
+			e.Set(nv)
 			return nil
+		} else if ok, err := assignKind(e, src, dest); ok {
+			return err
 		}
 	}
 	if src == nil {
 		return fmt.Errorf("converting NULL to %T is unsupported", dest)
 	}
 	return fmt.Errorf("unsupported Scan, storing driver.Value type %T into type %T", src, dest)
+}
+
+// assignKind stores src in e, a value of a named type of a basic kind (a
+// budget.Scope string, a budget.USD int64) as database/sql's Scan does: a
+// number through src's text, a string from text only, a bool from a bool;
+// ok is false for what it does not convert.
+func assignKind(e reflect.Value, src, dest any) (ok bool, err error) {
+	switch e.Kind() {
+	case reflect.String: // from text only, as database/sql
+		switch s := src.(type) {
+		case string:
+			e.SetString(s)
+			return true, nil
+		case []byte:
+			e.SetString(string(s))
+			return true, nil
+		}
+		return false, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return true, parse(src, dest, func(s string) error {
+			n, err := strconv.ParseInt(s, 10, e.Type().Bits())
+			if err == nil {
+				e.SetInt(n)
+			}
+			return err
+		})
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true, parse(src, dest, func(s string) error {
+			n, err := strconv.ParseUint(s, 10, e.Type().Bits())
+			if err == nil {
+				e.SetUint(n)
+			}
+			return err
+		})
+	case reflect.Float32, reflect.Float64:
+		return true, parse(src, dest, func(s string) error {
+			f, err := strconv.ParseFloat(s, e.Type().Bits())
+			if err == nil {
+				e.SetFloat(f)
+			}
+			return err
+		})
+	case reflect.Bool: // from a bool only, as database/sql (SQLite returns none)
+		if b, ok := src.(bool); ok {
+			e.SetBool(b)
+			return true, nil
+		}
+		return false, nil
+	}
+	return false, nil
 }
 
 // text is src as database/sql's Scan turns a column into a string.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/belay-run/belay/budget"
 )
 
 // The writer's connection scans as database/sql does: each column value
@@ -35,6 +37,10 @@ func TestWriterScanMatchesDatabaseSQL(t *testing.T) {
 		"*bool": func() any { return new(bool) }, "**int64": func() any { return new(*int64) },
 		"**string": func() any { return new(*string) }, "*sql.NullString": func() any { return new(sql.NullString) },
 		"*sql.NullInt64": func() any { return new(sql.NullInt64) },
+		"*budget.Scope":  func() any { return new(budget.Scope) }, "*budget.USD": func() any { return new(budget.USD) },
+		"*int32": func() any { return new(int32) }, "*uint64": func() any { return new(uint64) },
+		"*float32": func() any { return new(float32) }, "*namedBool": func() any { return new(namedBool) },
+		"**budget.USD": func() any { return new(*budget.USD) },
 	}
 	for _, col := range cols {
 		q := "SELECT " + col
@@ -55,6 +61,8 @@ func TestWriterScanMatchesDatabaseSQL(t *testing.T) {
 		}
 	}
 }
+
+type namedBool bool
 
 func show(v any) string {
 	e := reflect.ValueOf(v).Elem()
@@ -165,4 +173,86 @@ func (c *breakingConn) Begin() (driver.Tx, error) { //nolint:staticcheck // the 
 		return nil, driver.ErrBadConn
 	}
 	return c.Conn.Begin() //nolint:staticcheck
+}
+
+// A COMMIT that fails is rolled back, so the writer does not keep the
+// transaction (and the file's write lock) open; when the rollback fails
+// too, the connection is replaced.
+func TestWriterFailedCommit(t *testing.T) {
+	for _, rollbackFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rollback fails %v", rollbackFails), func(t *testing.T) {
+			ctx := context.Background()
+			s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			b := s.b
+			dial := b.dial
+			dials := 0
+			failCommit := true
+			b.dial = func() (driver.Conn, error) {
+				dials++
+				c, err := dial()
+				if err != nil {
+					return nil, err
+				}
+				return &commitFailConn{Conn: c, fail: &failCommit, rollbackFails: rollbackFails}, nil
+			}
+			if err := b.Write(ctx, insertScope("a")); !errors.Is(err, errCommit) {
+				t.Fatalf("first write: %v; want the commit's error", err)
+			}
+			if err := b.Write(ctx, insertScope("b")); err != nil {
+				t.Fatalf("second write: %v", err)
+			}
+			if want := map[bool]int{false: 1, true: 2}[rollbackFails]; dials != want {
+				t.Errorf("%d connections opened; want %d", dials, want)
+			}
+			var n int
+			if err := b.r.QueryRow(`SELECT count(*) FROM budget_scopes WHERE scope IN ('a', 'b')`).Scan(&n); err != nil || n != 1 {
+				t.Errorf("%d of a, b stored (%v); want b only", n, err)
+			}
+		})
+	}
+}
+
+var errCommit = errors.New("commit refused")
+
+// commitFailConn's transactions refuse their COMMIT while *fail holds
+// (clearing it), leaving the transaction open as SQLite's SQLITE_BUSY
+// does; with rollbackFails, the ROLLBACK after it fails as well.
+type commitFailConn struct {
+	driver.Conn
+	fail          *bool
+	rollbackFails bool
+}
+
+func (c *commitFailConn) Begin() (driver.Tx, error) { //nolint:staticcheck // the wrapper's only begin
+	tx, err := c.Conn.Begin() //nolint:staticcheck
+	if err != nil {
+		return nil, err
+	}
+	return &commitFailTx{Tx: tx, c: c}, nil
+}
+
+type commitFailTx struct {
+	driver.Tx
+	c      *commitFailConn
+	failed bool
+}
+
+func (t *commitFailTx) Commit() error {
+	if *t.c.fail {
+		*t.c.fail = false
+		t.failed = true
+		return errCommit
+	}
+	return t.Tx.Commit()
+}
+
+func (t *commitFailTx) Rollback() error {
+	if t.failed && t.c.rollbackFails {
+		return errors.New("rollback refused")
+	}
+	return t.Tx.Rollback()
 }
