@@ -3,7 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,21 +17,10 @@ var (
 
 // watchdog cancels an attempt's context when the current phase's timer
 // fires, with the phase's cause. It is safe for concurrent use.
-//
-// Its timer is lazy: arming for a deadline later than the one the timer
-// is set for (the idle timer re-armed on every read of a body or stream,
-// first_byte followed by a longer idle) only records the deadline, and
-// the timer, when it fires early, sets itself for what is left. Only a
-// deadline earlier than the timer's is a timer operation: each one may
-// wake a second thread to watch the new earliest timer, which a stream's
-// every event did before.
 type watchdog struct {
 	cancel context.CancelCauseFunc
+	phase  atomic.Pointer[phase]
 	t      *time.Timer
-	mu     sync.Mutex
-	p      *phase    // nil: disarmed
-	due    time.Time // when p's timeout passes
-	fire   time.Time // when t is set to fire; zero when it is not set
 }
 
 // phase is what the watchdog is armed for: the cause and the timeout.
@@ -58,58 +47,29 @@ func (e *timeoutError) Unwrap() error { return e.cause }
 func newWatchdog(parent context.Context) (context.Context, *watchdog) {
 	ctx, cancel := context.WithCancelCause(parent)
 	w := &watchdog{cancel: cancel}
-	w.t = time.AfterFunc(time.Hour, w.fired)
+	w.t = time.AfterFunc(time.Hour, func() {
+		if p := w.phase.Load(); p != nil {
+			cancel(&timeoutError{cause: p.cause, d: p.d})
+		}
+	})
 	w.t.Stop()
 	return ctx, w
-}
-
-// fired runs when the timer fires: it cancels the context with the
-// phase's cause once its deadline has passed, and otherwise sets the
-// timer for the time left.
-func (w *watchdog) fired() {
-	w.mu.Lock()
-	w.fire = time.Time{}
-	p := w.p
-	if p == nil {
-		w.mu.Unlock()
-		return
-	}
-	if left := time.Until(w.due); left > 0 {
-		w.t.Reset(left)
-		w.fire = w.due
-		w.mu.Unlock()
-		return
-	}
-	w.mu.Unlock()
-	w.cancel(&timeoutError{cause: p.cause, d: p.d})
 }
 
 // arm restarts the timer: the context is canceled with cause unless arm
 // or stop is called again within d. d <= 0 disarms.
 func (w *watchdog) arm(d time.Duration, cause error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.t.Stop()
 	if d <= 0 {
-		w.p = nil
-		w.t.Stop()
-		w.fire = time.Time{}
 		return
 	}
-	w.p = &phase{cause: cause, d: d}
-	w.due = time.Now().Add(d)
-	if w.fire.IsZero() || w.due.Before(w.fire) {
-		w.t.Reset(d)
-		w.fire = w.due
-	}
+	w.phase.Store(&phase{cause: cause, d: d})
+	w.t.Reset(d)
 }
 
 // stop disarms the timer and releases the context.
 func (w *watchdog) stop() {
-	w.mu.Lock()
-	w.p = nil
 	w.t.Stop()
-	w.fire = time.Time{}
-	w.mu.Unlock()
 	w.cancel(context.Canceled)
 }
 
