@@ -22,7 +22,7 @@ import (
 // prepared statement bound anew to each transaction) bought nothing. It
 // was a sixth of the writer's statement time at saturation (a profile of
 // bench/gateway -tput-only); without it BenchmarkModelCall measured 56.1
-// against 62.9 µs of CPU per call (medians of six, in turn), 8.0 against
+// against 63.0 µs of CPU per call (medians of six, in turn), 8.0 against
 // 10.9 KB and 142 against 161 allocations. Not safe for concurrent use:
 // only the writer goroutine uses it.
 type wconn struct {
