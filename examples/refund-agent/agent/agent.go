@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/belay-run/belay/failure"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 )
@@ -118,8 +119,21 @@ func (a *Agent) callTool(ctx context.Context, id, name string, args json.RawMess
 		out, err = runner.RunTool(ctx, name, id, args, impl)
 	}
 	if err != nil {
-		b, _ := json.Marshal(map[string]string{"error": err.Error()})
+		b, _ := json.Marshal(map[string]string{"error": modelError(err)})
 		return b
 	}
 	return out
+}
+
+// modelError is what the model is told of a tool's failure: the error's
+// text, except for an approval belay's policy did not give, told by its
+// reason alone. The text names the approval's id, which means nothing to
+// the model and differs from run to run: in a seeded suite it made the
+// conversations, and so the simulator's draws and the token counts, differ
+// between two runs of the same seed.
+func modelError(err error) string {
+	if fe := failure.As(err); fe != nil && fe.Reason == failure.ApprovalDenied {
+		return string(failure.ApprovalDenied) + ": the call was not approved"
+	}
+	return err.Error()
 }

@@ -1,0 +1,26 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/belay-run/belay/failure"
+)
+
+// A denied approval reaches the model as its reason, without the
+// approval's id (random: it made a seeded suite's conversations differ);
+// other errors keep their text.
+func TestModelError(t *testing.T) {
+	denied := fmt.Errorf("tool: %w", &failure.Error{Kind: failure.Fatal, Reason: failure.ApprovalDenied,
+		Message: "tool issue_refund: approval apr_01a23010-659d-76ad-b4e4-385dd9846ddb denied by rule:default"})
+	got := modelError(denied)
+	if !strings.HasPrefix(got, "approval_denied") || strings.Contains(got, "apr_") {
+		t.Errorf("denied approval: %q; want its reason, no approval id", got)
+	}
+	other := errors.New("order Z-9999 not found")
+	if got := modelError(other); got != other.Error() {
+		t.Errorf("other error: %q; want its text", got)
+	}
+}
