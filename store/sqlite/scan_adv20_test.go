@@ -14,12 +14,8 @@ import (
 // works on the read pool and fails on the writer's connection.
 func TestAdv20WriterScanNamedKinds(t *testing.T) {
 	ctx := context.Background()
-	_, b := openTest(t)
-	w, err := b.dialWriter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
+	st, w := openWriterConn(t)
+	b := st.b
 	cases := []struct {
 		col  string
 		dest func() any

@@ -12,6 +12,23 @@ import (
 	"github.com/belay-run/belay/store/internal/sqlstore"
 )
 
+// adv20TwoStores opens two stores on one new file (two processes sharing
+// it), each with the busy timeout busy; it returns the file's path.
+func adv20TwoStores(t *testing.T, busy time.Duration) (string, *Store, *Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "belay.db")
+	var st [2]*Store
+	for i := range st {
+		s, err := OpenOptions(context.Background(), path, Options{BusyTimeout: busy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		st[i] = s
+	}
+	return path, st[0], st[1]
+}
+
 // adv20Seed stores scopes s0..s(n-1).
 func adv20Seed(t *testing.T, b *backend, n int) {
 	t.Helper()
@@ -72,17 +89,8 @@ func TestAdv20OpenRowsLeakIntoNextTransaction(t *testing.T) {
 // store can no longer write at all.
 func TestAdv20OpenRowsWedgeWriterAfterOtherProcessWrites(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "belay.db")
-	a, err := OpenOptions(ctx, path, Options{BusyTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	other, err := OpenOptions(ctx, path, Options{BusyTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	_, a, other := adv20TwoStores(t, 50*time.Millisecond)
+	var err error
 	adv20Seed(t, a.b, 3)
 	err = a.b.Write(ctx, func(tx sqlstore.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT scope FROM budget_scopes ORDER BY scope`)
@@ -109,17 +117,8 @@ func TestAdv20OpenRowsWedgeWriterAfterOtherProcessWrites(t *testing.T) {
 // lock fails with ErrLocked, and the writer is fine afterwards.
 func TestAdv20SecondStoreLockedThenRecovers(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "belay.db")
-	a, err := OpenOptions(ctx, path, Options{BusyTimeout: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	other, err := OpenOptions(ctx, path, Options{BusyTimeout: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	path, a, other := adv20TwoStores(t, 20*time.Millisecond)
+	var err error
 	held, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -169,17 +168,8 @@ func TestAdv20SecondStoreLockedThenRecovers(t *testing.T) {
 // the statement stays mid-step on the writer's connection.
 func TestAdv20PanicWithOpenRowsWedgesWriter(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "belay.db")
-	a, err := OpenOptions(ctx, path, Options{BusyTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	other, err := OpenOptions(ctx, path, Options{BusyTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	_, a, other := adv20TwoStores(t, 50*time.Millisecond)
+	var err error
 	adv20Seed(t, a.b, 3)
 	err = a.b.Write(ctx, func(tx sqlstore.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT scope FROM budget_scopes`)

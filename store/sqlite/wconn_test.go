@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -18,16 +17,7 @@ import (
 // an error in both.
 func TestWriterScanMatchesDatabaseSQL(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	w, err := s.b.dialWriter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
+	s, w := openWriterConn(t)
 
 	cols := []string{"NULL", "42", "-7", "0", "1", "3.5", "'text'", "'42'", "'true'", "X'0102'", "''"}
 	dests := map[string]func() any{
@@ -64,6 +54,19 @@ func TestWriterScanMatchesDatabaseSQL(t *testing.T) {
 
 type namedBool bool
 
+// openWriterConn opens a store in a temporary directory (openTest) and a
+// writer connection to its file, both closed when the test ends.
+func openWriterConn(t *testing.T) (*Store, *wconn) {
+	t.Helper()
+	s, b := openTest(t)
+	w, err := b.dialWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.close() })
+	return s, w
+}
+
 func show(v any) string {
 	e := reflect.ValueOf(v).Elem()
 	if e.Kind() == reflect.Pointer && !e.IsNil() {
@@ -77,16 +80,7 @@ func show(v any) string {
 // count refused.
 func TestWriterArguments(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	w, err := s.b.dialWriter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
+	_, w := openWriterConn(t)
 	n, str := int64(5), "x"
 	var nilN *int64
 	for _, c := range []struct {
@@ -127,12 +121,7 @@ func TestWriterArguments(t *testing.T) {
 // that met it fails, the next one runs on a new connection.
 func TestWriterReplacesABrokenConnection(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	b := s.b
+	_, b := openTest(t)
 	dial := b.dial
 	var dials, breaks int
 	b.dial = func() (driver.Conn, error) {
@@ -182,12 +171,7 @@ func TestWriterFailedCommit(t *testing.T) {
 	for _, rollbackFails := range []bool{false, true} {
 		t.Run(fmt.Sprintf("rollback fails %v", rollbackFails), func(t *testing.T) {
 			ctx := context.Background()
-			s, err := Open(ctx, filepath.Join(t.TempDir(), "belay.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			b := s.b
+			_, b := openTest(t)
 			dial := b.dial
 			dials := 0
 			failCommit := true
