@@ -57,8 +57,8 @@ func (b *backend) query(q string) string {
 // they read $1, $2, … $n in order, each once (a ? takes the next
 // argument), and to ?N otherwise. The driver binds an anonymous parameter
 // by its position; a numbered one it binds by reading the parameter's name
-// back from SQLite and parsing it, which cost a sixth of a write's
-// statement time in BenchmarkModelCall's profile.
+// back from SQLite and parsing it, which was a sixth of the writer's
+// statement time in a profile of bench/gateway's sequential run.
 func sqliteParams(q string) string {
 	ms := placeholder.FindAllStringSubmatch(q, -1)
 	for i, m := range ms {
