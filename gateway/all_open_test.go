@@ -43,6 +43,8 @@ models:
 	// Open a's and b's breakers (one 500 each), then c's.
 	if resp, body := g.do("POST", "/v1/chat/completions", chat); resp.StatusCode != 500 {
 		t.Fatalf("first call: %d %s; want the upstream's 500", resp.StatusCode, body)
+	} else if k, r := hdrOf(resp); r != "server_error" || k == "" {
+		t.Errorf("upstream 500 given up: failure headers %q/%q; want server_error", k, r)
 	}
 	claude := `{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
 	if resp, body := g.do("POST", "/v1/messages", claude); resp.StatusCode != 500 {
@@ -54,6 +56,9 @@ models:
 	_, code, msg := decodeError(t, body)
 	if resp.StatusCode != 503 || code != "circuit_open" {
 		t.Fatalf("%d %s; want 503 circuit_open", resp.StatusCode, body)
+	}
+	if k, r := hdrOf(resp); k != "degraded" || r != "circuit_open" {
+		t.Errorf("all open: failure headers %q/%q; want degraded/circuit_open", k, r)
 	}
 	want := `every deployment of model "m" has its circuit breaker open (a, b); a call may get through again in 1h0m0s (Retry-After)`
 	if msg != want {
@@ -105,6 +110,9 @@ models:
 	resp, body = g.do("POST", "/v1/chat/completions", chat)
 	if resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-Should-Retry") != "false" || !strings.Contains(body, "kill flag") {
 		t.Errorf("both killed: %d %v %s; want the kill refusal, without Retry-After", resp.StatusCode, resp.Header, body)
+	}
+	if k, r := hdrOf(resp); resp.StatusCode != 403 || k != "fatal" || r != "killed" {
+		t.Errorf("both killed: %d, failure headers %q/%q; want 403 fatal/killed", resp.StatusCode, k, r)
 	}
 }
 

@@ -88,42 +88,6 @@ func TestHdrRefusalsCarryFailure(t *testing.T) {
 	}
 }
 
-// A kill flag on the model's deployment refuses the call 403 killed, and
-// with every breaker open 503 circuit_open: both name it.
-func TestHdrKillAndAllOpen(t *testing.T) {
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.WriteHeader(500)
-		io.WriteString(w, `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`)
-	})
-	g := newGW(t, `
-listen: 127.0.0.1:0
-store: memory://
-admin_key: adm
-retry: {max_attempts: 1, base: 1ms, cap: 2ms}
-breaker: {consecutive_failures: 1, open_for: 1h}
-models:
-  - alias: m
-    deployments:
-      - `+openAIDep("a", "gpt-4o-mini", up.URL)+`
-`, nil)
-	resp, _ := g.do("POST", "/v1/chat/completions", chat)
-	if k, r := hdrOf(resp); resp.StatusCode != 500 || r != "server_error" || k == "" {
-		t.Errorf("upstream 500 given up: %d %q/%q; want server_error", resp.StatusCode, k, r)
-	}
-	resp, _ = g.do("POST", "/v1/chat/completions", chat)
-	if k, r := hdrOf(resp); resp.StatusCode != 503 || k != "degraded" || r != "circuit_open" {
-		t.Errorf("all open: %d %q/%q", resp.StatusCode, k, r)
-	}
-	if resp, b := g.do("POST", "/admin/kill", `{"target":"deployment","name":"a","reason":"x"}`, "Authorization", "Bearer adm"); resp.StatusCode/100 != 2 {
-		t.Fatalf("kill: %d %s", resp.StatusCode, b)
-	}
-	resp, _ = g.do("POST", "/v1/chat/completions", chat)
-	if k, r := hdrOf(resp); resp.StatusCode != 403 || k != "fatal" || r != "killed" {
-		t.Errorf("killed: %d %q/%q", resp.StatusCode, k, r)
-	}
-}
-
 // A provider's 4xx relayed as it was sent carries belay's classification
 // of it, never the provider's own X-Belay-Failure-* (an upstream that is
 // itself a belay), and the upstream's headers do not change how the

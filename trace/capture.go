@@ -96,17 +96,11 @@ func (p PayloadPolicy) isPayload(k string) bool {
 // hasPayload reports whether attrs holds a payload key: a lookup per
 // payload name, not a scan of the names per attribute.
 func (p PayloadPolicy) hasPayload(attrs map[string]any) bool {
-	if len(attrs) == 0 {
-		return false
-	}
-	for _, k := range PayloadAttrs {
-		if _, ok := attrs[k]; ok {
-			return true
-		}
-	}
-	for _, k := range p.Extra {
-		if _, ok := attrs[k]; ok {
-			return true
+	for _, names := range [][]string{PayloadAttrs, p.Extra} {
+		for _, k := range names {
+			if _, ok := attrs[k]; ok {
+				return true
+			}
 		}
 	}
 	return false

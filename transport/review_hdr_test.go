@@ -80,50 +80,42 @@ func TestHdrApproverFailures(t *testing.T) {
 			}
 		}
 	})
-	t.Run("blocks until ctx ends", func(t *testing.T) {
+	// waiting starts a refund whose approver waits for its context to end,
+	// under ctx; it returns once the approver is waiting.
+	waiting := func(t *testing.T, ctx context.Context) (tr *transport.Transport, r *run.Run, ran *int, done chan error) {
 		started := make(chan struct{})
-		tr := openWith(t, approverFunc(func(ctx context.Context, _ store.Approval) (store.ApprovalState, string, error) {
+		tr = openWith(t, approverFunc(func(ctx context.Context, _ store.Approval) (store.ApprovalState, string, error) {
 			close(started)
 			<-ctx.Done()
 			return "", "", context.Cause(ctx)
 		}))
-		r, _ := tr.Stack.Runs.Start(ctx, run.Spec{Agent: "a"})
-		cctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		ran := 0
+		r, _ = tr.Stack.Runs.Start(ctx, run.Spec{Agent: "a"})
+		done, ran = make(chan error, 1), new(int)
 		go func() {
-			_, err := r.Tool(cctx, run.ToolCall{Name: "refund", Arguments: json.RawMessage(`{}`)}, okFn(&ran))
+			_, err := r.Tool(ctx, run.ToolCall{Name: "refund", Arguments: json.RawMessage(`{}`)}, okFn(ran))
 			done <- err
 		}()
 		<-started
+		return tr, r, ran, done
+	}
+	t.Run("blocks until ctx ends", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		_, _, ran, done := waiting(t, cctx)
 		cancel()
 		err := <-done
-		if ran != 0 || err == nil {
-			t.Errorf("ran %d err %v", ran, err)
+		if *ran != 0 || err == nil {
+			t.Errorf("ran %d err %v", *ran, err)
 		}
 		t.Logf("canceled wait: %v", err)
 	})
 	t.Run("kill while waiting", func(t *testing.T) {
-		started := make(chan struct{})
-		tr := openWith(t, approverFunc(func(ctx context.Context, _ store.Approval) (store.ApprovalState, string, error) {
-			close(started)
-			<-ctx.Done()
-			return "", "", context.Cause(ctx)
-		}))
-		r, _ := tr.Stack.Runs.Start(ctx, run.Spec{Agent: "a"})
-		done := make(chan error, 1)
-		ran := 0
-		go func() {
-			_, err := r.Tool(ctx, run.ToolCall{Name: "refund", Arguments: json.RawMessage(`{}`)}, okFn(&ran))
-			done <- err
-		}()
-		<-started
+		tr, r, ran, done := waiting(t, ctx)
 		if err := tr.Stack.Runs.Kill(ctx, store.KillRun, r.ID(), "stop"); err != nil {
 			t.Fatal(err)
 		}
 		err := <-done
-		if ran != 0 || !errors.Is(err, failure.Killed) {
-			t.Errorf("ran %d err %v; want killed", ran, err)
+		if *ran != 0 || !errors.Is(err, failure.Killed) {
+			t.Errorf("ran %d err %v; want killed", *ran, err)
 		}
 	})
 }

@@ -514,11 +514,7 @@ func (c *conn) release(stop func() bool, keep bool) {
 	if oldest == nil {
 		return
 	}
-	switch idled := now.Sub(oldest.idleAt); {
-	case idled > t.idleTimeout:
-		oldest.nc.Close()
-		return
-	case idled >= probeAfter && !alive(oldest):
+	if idled := now.Sub(oldest.idleAt); idled > t.idleTimeout || (idled >= probeAfter && !alive(oldest)) {
 		oldest.nc.Close()
 		return
 	}
