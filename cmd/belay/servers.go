@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/internal/procs"
 	"github.com/belay-run/belay/sim"
 )
 
@@ -34,7 +37,10 @@ fallback, and recorded in the store.
 
 With no --config it uses the embedded SQLite store belay.db in the working directory and the
 built-in simulator as its upstream (models gpt-4o-mini and claude-sonnet-5-5), so it answers on a
-fresh machine.`,
+fresh machine.
+
+Unless GOMAXPROCS is set, it runs Go's scheduler on one thread while it uses less than about half a core,
+and on all of them under load: on a small host shared with the agent, fewer thread wake-ups per call.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.Default()
@@ -73,6 +79,7 @@ fresh machine.`,
 				}
 				defer stop()
 			}
+			stopProcs := func() {}
 			listening := func(addr net.Addr) {
 				upstream := ""
 				if onlySim(cfg) {
@@ -80,8 +87,13 @@ fresh machine.`,
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s; models %s%s)\n",
 					addr, redactedURL(cfg.Store), strings.Join(aliases(cfg), ", "), upstream)
+				if os.Getenv("GOMAXPROCS") == "" {
+					stopProcs = adaptProcs()
+				}
 			}
-			if err := gateway.Serve(cmd.Context(), cfg, listening); err != nil {
+			err := gateway.Serve(cmd.Context(), cfg, listening)
+			stopProcs()
+			if err != nil {
 				if ue, ok := errors.AsType[*gateway.UnpricedError](err); ok { // the config's fault
 					return badInput(ue)
 				}
@@ -96,6 +108,20 @@ fresh machine.`,
 	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH (or a bare file path), postgres://URL or memory:// (nothing kept) (default from the config, else sqlite://belay.db)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile (go tool pprof) to this file until the gateway stops")
 	return c
+}
+
+// adaptProcs runs procs.Run (the Ps follow the gateway's CPU use; each
+// change is logged at debug level) until stop, which sets them back.
+func adaptProcs() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		procs.Run(ctx, procs.Options{OnChange: func(n int, load float64) {
+			slog.Debug("GOMAXPROCS set", "procs", n, "cpu_cores", load)
+		}})
+	}()
+	return func() { cancel(); <-done }
 }
 
 // serveGCPercent is the garbage collector's target of `belay serve` when

@@ -1,0 +1,136 @@
+// Package procs sets how many Ps (GOMAXPROCS) a latency-bound server runs
+// with, from its own CPU use: one while the process uses less than about
+// half a core, all of them once it needs more.
+//
+// Why: a gateway's request path readies goroutines (net/http's background
+// read of each request, timers, the store's writer), and with an idle P the
+// Go runtime wakes a second thread for each one, which spins looking for
+// work before it sleeps again. On a host of few cores that also runs the
+// agent and the upstream, those wakes take CPU from them at the moments
+// each call waits on them: in bench/gateway (two cores, sequential calls)
+// belay at GOMAXPROCS=1 added 0.1× less of the bare proxy's latency than
+// at 2, and used a fifth less CPU for the same calls. One P caps the
+// process at about one core, so under load it gets them all back.
+package procs
+
+import (
+	"context"
+	"runtime"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	// DefaultTick is how often the process's CPU use is read.
+	DefaultTick = 50 * time.Millisecond
+	// DefaultUpAt is the CPU use, in cores, over one tick at which one P
+	// is raised to all of them: the one P is busy most of the time.
+	DefaultUpAt = 0.75
+	// DefaultDownAt is the CPU use, in cores, under which all the Ps go
+	// back to one once it has lasted DefaultDownAfter. It is lower than
+	// DefaultUpAt so that a load between them does not flip the setting
+	// at every tick, and it counts the spinning of idle threads that more
+	// Ps add (bench/gateway's sequential calls used 0.44 cores with two Ps
+	// and 0.35 with one).
+	DefaultDownAt = 0.5
+	// DefaultDownAfter is how long the use stays under DefaultDownAt
+	// before the Ps go back to one.
+	DefaultDownAfter = 2 * time.Second
+)
+
+// Options configure Run. Zero fields take the defaults.
+type Options struct {
+	// Max is the number of Ps under load (default: runtime.GOMAXPROCS(0)
+	// when Run starts, the runtime's own choice from the CPUs and the
+	// cgroup's limit).
+	Max int
+	// Tick, UpAt, DownAt, DownAfter: see the Default constants.
+	Tick      time.Duration
+	UpAt      float64
+	DownAt    float64
+	DownAfter time.Duration
+	// CPU returns the CPU time the process has used so far (default: the
+	// getrusage(2) user and system time; where there is none, Run returns
+	// at once).
+	CPU func() (time.Duration, bool)
+	// Set sets the number of Ps (default runtime.GOMAXPROCS).
+	Set func(n int)
+	// OnChange, when set, is told each change with the CPU use that made
+	// it, in cores.
+	OnChange func(procs int, load float64)
+}
+
+// Run sets the Ps to one, then adapts them to the process's CPU use until
+// ctx ends; it then sets them back to Max and returns. It does nothing
+// (and returns at once) when Max is 1 or the CPU time cannot be read.
+// One Run per process: two would fight over the setting.
+func Run(ctx context.Context, o Options) {
+	if o.Max <= 0 {
+		o.Max = runtime.GOMAXPROCS(0)
+	}
+	if o.Tick <= 0 {
+		o.Tick = DefaultTick
+	}
+	if o.UpAt <= 0 {
+		o.UpAt = DefaultUpAt
+	}
+	if o.DownAt <= 0 {
+		o.DownAt = DefaultDownAt
+	}
+	if o.DownAfter <= 0 {
+		o.DownAfter = DefaultDownAfter
+	}
+	if o.CPU == nil {
+		o.CPU = processCPU
+	}
+	if o.Set == nil {
+		o.Set = func(n int) { runtime.GOMAXPROCS(n) }
+	}
+	lastCPU, ok := o.CPU()
+	if o.Max <= 1 || !ok {
+		return
+	}
+	set := func(n int, load float64) {
+		o.Set(n)
+		if o.OnChange != nil {
+			o.OnChange(n, load)
+		}
+	}
+	cur := 1
+	set(cur, 0)
+	defer func() {
+		if cur != o.Max {
+			set(o.Max, 0)
+		}
+	}()
+	tick := time.NewTicker(o.Tick)
+	defer tick.Stop()
+	last := time.Now()
+	var low time.Duration // how long the use has stayed under DownAt
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			used, ok := o.CPU()
+			elapsed := now.Sub(last)
+			if !ok || elapsed <= 0 {
+				continue
+			}
+			load := float64(used-lastCPU) / float64(elapsed)
+			lastCPU, last = used, now
+			switch {
+			case cur == 1 && load > o.UpAt:
+				cur, low = o.Max, 0
+				set(cur, load)
+			case cur > 1 && load < o.DownAt:
+				if low += elapsed; low >= o.DownAfter {
+					cur, low = 1, 0
+					set(cur, load)
+				}
+			case cur > 1:
+				low = 0
+			}
+		}
+	}
+}
