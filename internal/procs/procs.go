@@ -8,9 +8,9 @@
 // work before it sleeps again. On a host of few cores that also runs the
 // agent and the upstream, those wakes take CPU from them at the moments
 // each call waits on them: in bench/gateway (two cores, sequential calls)
-// belay at GOMAXPROCS=1 added 0.1× less of the bare proxy's latency than
-// at 2, and used a fifth less CPU for the same calls. One P caps the
-// process at about one core, so under load it gets them all back.
+// belay with one P added 0.06–0.12× less of the bare proxy's latency than
+// with two, and used 0.39 cores for the calls that took 0.45. One P caps
+// the process at about one core, so under load it gets them all back.
 package procs
 
 import (
@@ -30,8 +30,8 @@ const (
 	// back to one once it has lasted DefaultDownAfter. It is lower than
 	// DefaultUpAt so that a load between them does not flip the setting
 	// at every tick, and it counts the spinning of idle threads that more
-	// Ps add (bench/gateway's sequential calls used 0.44 cores with two Ps
-	// and 0.35 with one).
+	// Ps add (bench/gateway's sequential calls used 0.45 cores with two Ps
+	// and 0.39 with one).
 	DefaultDownAt = 0.5
 	// DefaultDownAfter is how long the use stays under DefaultDownAt
 	// before the Ps go back to one.
