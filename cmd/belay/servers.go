@@ -39,8 +39,9 @@ With no --config it uses the embedded SQLite store belay.db in the working direc
 built-in simulator as its upstream (models gpt-4o-mini and claude-sonnet-5-5), so it answers on a
 fresh machine.
 
-Unless GOMAXPROCS is set, it runs Go's scheduler on one thread while it uses less than about half a core,
-and on all of them under load: on a small host shared with the agent, fewer thread wake-ups per call.`,
+It runs Go's scheduler on one thread while lightly loaded (under 0.75 cores of CPU) and on all of them
+under load: on a small host shared with the agent, fewer thread wake-ups per call. Setting GOMAXPROCS
+in its environment turns this off.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.Default()

@@ -1,6 +1,7 @@
 // Package procs sets how many Ps (GOMAXPROCS) a latency-bound server runs
-// with, from its own CPU use: one while the process uses less than about
-// half a core, all of them once it needs more.
+// with, from its own CPU use: one while the process is lightly loaded, all
+// of them once it uses more than about three quarters of a core, and one
+// again after it has used under half a core for a while (see Run).
 //
 // Why: a gateway's request path readies goroutines (net/http's background
 // read of each request, timers, the store's writer), and with an idle P the
