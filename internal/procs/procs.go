@@ -41,11 +41,14 @@ const (
 
 // Options configure Run. Zero fields take the defaults.
 type Options struct {
-	// Max is the number of Ps under load (default: runtime.GOMAXPROCS(0)
-	// when Run starts, the runtime's own choice from the CPUs and the
-	// cgroup's limit).
+	// Max is the number of Ps under load. Default: the runtime's own
+	// choice (from the CPUs, the CPU affinity and the cgroup's limit),
+	// which Run hands back to the runtime (runtime.SetDefaultGOMAXPROCS)
+	// each time it raises the Ps and when it returns, so that the
+	// runtime's own updates of it go on.
 	Max int
-	// Tick, UpAt, DownAt, DownAfter: see the Default constants.
+	// Tick, UpAt, DownAt, DownAfter: see the Default constants. A DownAt
+	// not below UpAt is lowered to UpAt × DefaultDownAt/DefaultUpAt.
 	Tick      time.Duration
 	UpAt      float64
 	DownAt    float64
@@ -54,7 +57,7 @@ type Options struct {
 	// getrusage(2) user and system time; where there is none, Run returns
 	// at once).
 	CPU func() (time.Duration, bool)
-	// Set sets the number of Ps (default runtime.GOMAXPROCS).
+	// Set sets the number of Ps (default runtime.GOMAXPROCS; see Max).
 	Set func(n int)
 	// OnChange, when set, is told each change with the CPU use that made
 	// it, in cores.
@@ -63,9 +66,13 @@ type Options struct {
 
 // Run sets the Ps to one, then adapts them to the process's CPU use until
 // ctx ends; it then sets them back to Max and returns. It does nothing
-// (and returns at once) when Max is 1 or the CPU time cannot be read.
-// One Run per process: two would fight over the setting.
+// (and returns at once) when Max is 1, when the CPU time cannot be read or
+// when ctx has ended. A read of the CPU time that fails later raises the
+// Ps to Max (the load is then unknown: one P would cap the process at
+// about one core) until reads work again. One Run per process: two would
+// fight over the setting. Run sets GOMAXPROCS only from its own goroutine.
 func Run(ctx context.Context, o Options) {
+	auto := o.Max <= 0 && o.Set == nil
 	if o.Max <= 0 {
 		o.Max = runtime.GOMAXPROCS(0)
 	}
@@ -78,6 +85,9 @@ func Run(ctx context.Context, o Options) {
 	if o.DownAt <= 0 {
 		o.DownAt = DefaultDownAt
 	}
+	if o.DownAt >= o.UpAt {
+		o.DownAt = o.UpAt * DefaultDownAt / DefaultUpAt
+	}
 	if o.DownAfter <= 0 {
 		o.DownAfter = DefaultDownAfter
 	}
@@ -87,21 +97,29 @@ func Run(ctx context.Context, o Options) {
 	if o.Set == nil {
 		o.Set = func(n int) { runtime.GOMAXPROCS(n) }
 	}
+	raise := func() int { o.Set(o.Max); return o.Max }
+	if auto {
+		raise = func() int { runtime.SetDefaultGOMAXPROCS(); return runtime.GOMAXPROCS(0) }
+	}
 	lastCPU, ok := o.CPU()
-	if o.Max <= 1 || !ok {
+	if o.Max <= 1 || !ok || ctx.Err() != nil {
 		return
 	}
-	set := func(n int, load float64) {
-		o.Set(n)
+	note := func(n int, load float64) {
 		if o.OnChange != nil {
 			o.OnChange(n, load)
 		}
 	}
-	cur := 1
-	set(cur, 0)
+	high := false
+	up := func(load float64) {
+		high = true
+		note(raise(), load)
+	}
+	o.Set(1)
+	note(1, 0)
 	defer func() {
-		if cur != o.Max {
-			set(o.Max, 0)
+		if !high {
+			up(0)
 		}
 	}()
 	tick := time.NewTicker(o.Tick)
@@ -112,24 +130,32 @@ func Run(ctx context.Context, o Options) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-tick.C:
+		case <-tick.C:
 			used, ok := o.CPU()
+			now := time.Now()
+			if !ok {
+				if !high { // blind: not kept at one core
+					up(0)
+				}
+				continue
+			}
 			elapsed := now.Sub(last)
-			if !ok || elapsed <= 0 {
+			if elapsed <= 0 {
 				continue
 			}
 			load := float64(used-lastCPU) / float64(elapsed)
 			lastCPU, last = used, now
 			switch {
-			case cur == 1 && load > o.UpAt:
-				cur, low = o.Max, 0
-				set(cur, load)
-			case cur > 1 && load < o.DownAt:
+			case !high && load > o.UpAt:
+				low = 0
+				up(load)
+			case high && load < o.DownAt:
 				if low += elapsed; low >= o.DownAfter {
-					cur, low = 1, 0
-					set(cur, load)
+					high, low = false, 0
+					o.Set(1)
+					note(1, load)
 				}
-			case cur > 1:
+			case high:
 				low = 0
 			}
 		}

@@ -179,3 +179,33 @@ func TestProcessCPU(t *testing.T) {
 		t.Fatalf("CPU time %v then %v after a busy loop (%d), want it to grow", a, b, x)
 	}
 }
+
+// A DownAt not below UpAt would lower the Ps at a load that raises them
+// again at the next tick: it is lowered under UpAt.
+func TestDownAtBelowUpAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cpu := &fakeCPU{cores: 0.6, at: time.Now()}
+		var mu sync.Mutex
+		var sets []int
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Run(ctx, Options{Max: 4, UpAt: 0.5, DownAt: 0.8, CPU: cpu.read, Set: func(n int) {
+				mu.Lock()
+				defer mu.Unlock()
+				sets = append(sets, n)
+			}})
+		}()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := append([]int(nil), sets...)
+		mu.Unlock()
+		cancel()
+		<-done
+		if len(got) != 2 || got[0] != 1 || got[1] != 4 {
+			t.Fatalf("sets %v over 10 s at 0.6 cores with UpAt 0.5, DownAt 0.8: want [1 4], raised once and kept", got)
+		}
+	})
+}
