@@ -42,6 +42,13 @@ type Price struct {
 	CacheWrite   USD
 	CacheWrite1h USD
 	Reasoning    USD
+	// WebSearchCall and FileSearchCall are per call, not per million
+	// tokens: the fee of one call of the provider's built-in web search or
+	// file search (Usage.WebSearchCalls, Usage.FileSearchCalls), billed on
+	// top of the tokens the call adds to the prompt. A LongPrompt tier
+	// charges the base price's fees.
+	WebSearchCall  USD
+	FileSearchCall USD
 
 	LongPromptTokens int64
 	LongPrompt       *Price
@@ -49,9 +56,17 @@ type Price struct {
 
 // Cost returns the cost of u at p, rounded to the picodollar per part.
 func (p Price) Cost(u Usage) USD {
+	fees := p.WebSearchCall.Times(u.WebSearchCalls).Add(p.FileSearchCall.Times(u.FileSearchCalls))
 	if p.LongPrompt != nil && u.InputTokens > p.LongPromptTokens {
-		return p.LongPrompt.Cost(u)
+		long := *p.LongPrompt
+		long.WebSearchCall, long.FileSearchCall = 0, 0
+		return long.Cost(u).Add(fees)
 	}
+	return p.tokenCost(u).Add(fees)
+}
+
+// tokenCost is Cost without the per-call fees.
+func (p Price) tokenCost(u Usage) USD {
 	cached, write := p.CachedInput, p.CacheWrite
 	if cached == 0 {
 		cached = p.Input
@@ -79,7 +94,7 @@ func (p Price) Cost(u Usage) USD {
 }
 
 func (p Price) validate() error {
-	for _, v := range []USD{p.Input, p.Output, p.CachedInput, p.CacheWrite, p.CacheWrite1h, p.Reasoning} {
+	for _, v := range []USD{p.Input, p.Output, p.CachedInput, p.CacheWrite, p.CacheWrite1h, p.Reasoning, p.WebSearchCall, p.FileSearchCall} {
 		if v < 0 {
 			return fmt.Errorf("budget: price %s is negative", v)
 		}
@@ -278,7 +293,35 @@ func (p *Pricing) lookup(provider, model string) (Price, Match, error) {
 		// another model served over Anthropic's API (Kimi, DeepSeek).
 		price = anthropicCache(price)
 	}
-	return price, best, nil
+	return toolFees(provider, price), best, nil
+}
+
+// toolFees fills the per-call fees p leaves at zero with the provider's
+// list fees for its built-in tools, checked 2026-12-01:
+//
+//   - OpenAI (https://platform.openai.com/docs/pricing, "Built-in tools"):
+//     web search $10.00 per 1,000 calls, file search $2.50 per 1,000 calls.
+//     The older web_search_preview tool on a non-reasoning model is billed
+//     $25.00 per 1,000 calls: set WebSearchCall to 0.025 for such a model.
+//   - Anthropic (https://platform.claude.com/docs/en/about-claude/pricing,
+//     "Web search tool"): $10 per 1,000 searches.
+//
+// Other providers' prices are returned as they are.
+func toolFees(provider string, p Price) Price {
+	switch provider {
+	case "openai":
+		if p.WebSearchCall == 0 {
+			p.WebSearchCall = usd("0.01")
+		}
+		if p.FileSearchCall == 0 {
+			p.FileSearchCall = usd("0.0025")
+		}
+	case "anthropic":
+		if p.WebSearchCall == 0 {
+			p.WebSearchCall = usd("0.01")
+		}
+	}
+	return p
 }
 
 func tieBreak(cand, cur, want string) bool {

@@ -23,6 +23,13 @@ type Usage struct {
 	// which costs more than a 5-minute write (Price.CacheWrite1h).
 	CacheWrite1hTokens int64 `json:"cache_write_1h_tokens,omitempty"`
 	ReasoningTokens    int64 `json:"reasoning_tokens,omitempty"`
+	// WebSearchCalls and FileSearchCalls count the calls of a provider's
+	// built-in tools that it bills per call on top of their tokens
+	// (Price.WebSearchCall, Price.FileSearchCall): OpenAI's Responses API
+	// output items of type web_search_call and file_search_call,
+	// Anthropic's usage.server_tool_use.web_search_requests.
+	WebSearchCalls  int64 `json:"web_search_calls,omitempty"`
+	FileSearchCalls int64 `json:"file_search_calls,omitempty"`
 }
 
 // UsageFromOpenAI normalises an OpenAI usage object (Chat Completions
@@ -94,5 +101,7 @@ func (u Usage) Add(v Usage) Usage {
 		CacheWriteTokens:   u.CacheWriteTokens + v.CacheWriteTokens,
 		CacheWrite1hTokens: u.CacheWrite1hTokens + v.CacheWrite1hTokens,
 		ReasoningTokens:    u.ReasoningTokens + v.ReasoningTokens,
+		WebSearchCalls:     u.WebSearchCalls + v.WebSearchCalls,
+		FileSearchCalls:    u.FileSearchCalls + v.FileSearchCalls,
 	}
 }

@@ -145,6 +145,25 @@ func (price USD) MulTokens(n int64) USD {
 	return saturated(neg)
 }
 
+// Times returns price × n (a per-call price times n calls), saturated
+// at the range of USD like MulTokens.
+func (price USD) Times(n int64) USD {
+	if n == 0 || price == 0 {
+		return 0
+	}
+	neg := (price < 0) != (n < 0)
+	hi, lo := bits.Mul64(magnitude(int64(price)), magnitude(n))
+	switch {
+	case hi != 0:
+		return saturated(neg)
+	case !neg && lo <= math.MaxInt64:
+		return USD(lo)
+	case neg && lo <= 1<<63:
+		return USD(-lo)
+	}
+	return saturated(neg)
+}
+
 // perMillion is the token count a Price is per.
 const perMillion = 1_000_000
 

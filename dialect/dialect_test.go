@@ -40,8 +40,8 @@ func TestEstimateTokens(t *testing.T) {
 }
 
 func TestUsageSums(t *testing.T) {
-	u := dialect.Usage{Input: 10, Output: 5, CachedInput: 3, CacheWrite: 2, CacheWrite1h: 1, Reasoning: 1}
-	if u.Prompt() != 15 || u.Total() != 20 || u.Add(u) != (dialect.Usage{20, 10, 6, 4, 2, 2}) {
+	u := dialect.Usage{Input: 10, Output: 5, CachedInput: 3, CacheWrite: 2, CacheWrite1h: 1, Reasoning: 1, WebSearches: 2, FileSearches: 1}
+	if u.Prompt() != 15 || u.Total() != 20 || u.Add(u) != (dialect.Usage{20, 10, 6, 4, 2, 2, 4, 2}) {
 		t.Fatalf("%+v", u)
 	}
 }

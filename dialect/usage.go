@@ -38,6 +38,13 @@ type Usage struct {
 	// Reasoning is the part of Output spent on hidden reasoning; it is
 	// already counted in Output and must not be priced twice.
 	Reasoning int64 `json:"reasoning,omitempty"`
+	// WebSearches and FileSearches count the calls of the provider's
+	// built-in web search and file search tools, which it bills per call
+	// on top of their tokens (OpenAI's Responses API output items
+	// web_search_call and file_search_call; Anthropic's
+	// usage.server_tool_use.web_search_requests).
+	WebSearches  int64 `json:"web_searches,omitempty"`
+	FileSearches int64 `json:"file_searches,omitempty"`
 }
 
 // Prompt returns all prompt tokens: Input + CachedInput + CacheWrite.
@@ -55,6 +62,8 @@ func (u Usage) Add(v Usage) Usage {
 		CacheWrite:   u.CacheWrite + v.CacheWrite,
 		CacheWrite1h: u.CacheWrite1h + v.CacheWrite1h,
 		Reasoning:    u.Reasoning + v.Reasoning,
+		WebSearches:  u.WebSearches + v.WebSearches,
+		FileSearches: u.FileSearches + v.FileSearches,
 	}
 }
 

@@ -80,7 +80,15 @@ func (responsesFront) usage(body []byte) (dialect.Usage, bool) {
 	if !ok {
 		return dialect.Usage{}, false
 	}
-	return u.Dialect(), true
+	d := u.Dialect()
+	d.WebSearches, d.FileSearches = openai.ResponsesBodyToolCalls(body)
+	return d, true
+}
+
+// toolCalls counts a response body's built-in tool calls, for the
+// estimate of one without usage (see attemptOnce).
+func (responsesFront) toolCalls(body []byte) (web, file int64) {
+	return openai.ResponsesBodyToolCalls(body)
 }
 
 // outputChars is the size of a response's output, for an estimate when

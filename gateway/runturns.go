@@ -317,6 +317,8 @@ func budgetUsage(u dialect.Usage) budget.Usage {
 		CacheWriteTokens:   u.CacheWrite,
 		CacheWrite1hTokens: u.CacheWrite1h,
 		ReasoningTokens:    u.Reasoning,
+		WebSearchCalls:     u.WebSearches,
+		FileSearchCalls:    u.FileSearches,
 	}
 }
 

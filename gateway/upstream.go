@@ -272,6 +272,9 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 			size = o.outputChars(body)
 		}
 		u = dialect.Usage{Input: c.req.promptTokens, Output: max(dialect.EstimateTokens(size), 1)}
+		if tc, ok := c.f.(interface{ toolCalls([]byte) (int64, int64) }); ok {
+			u.WebSearches, u.FileSearches = tc.toolCalls(body)
+		}
 	}
 	c.charge(d, u, !ok)
 	c.answer = &answer{status: resp.StatusCode, header: resp.Header, body: body}

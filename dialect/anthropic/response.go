@@ -31,7 +31,18 @@ type Usage struct {
 	// CacheCreation splits cache_creation_input_tokens by the cache's
 	// lifetime (absent from older API versions and other servers).
 	CacheCreation *CacheCreation `json:"cache_creation,omitempty"`
+	// ServerToolUse counts the calls of Anthropic's server tools (absent
+	// when none ran).
+	ServerToolUse *ServerToolUse `json:"server_tool_use,omitempty"`
 	ServiceTier   string         `json:"service_tier,omitempty"`
+}
+
+// ServerToolUse is usage.server_tool_use: the web searches of the
+// web_search tool, billed per search on top of tokens (Anthropic docs,
+// "Web search tool", usage and pricing). Web fetches have no fee.
+type ServerToolUse struct {
+	WebSearchRequests int64 `json:"web_search_requests"`
+	WebFetchRequests  int64 `json:"web_fetch_requests,omitempty"`
 }
 
 // CacheCreation is usage.cache_creation: the prompt tokens written into a
@@ -51,7 +62,16 @@ func (u Usage) Dialect() dialect.Usage {
 		CachedInput:  u.CacheReadInputTokens,
 		CacheWrite:   u.CacheCreationInputTokens,
 		CacheWrite1h: u.cacheWrite1h(),
+		WebSearches:  u.webSearches(),
 	}
+}
+
+// webSearches is server_tool_use.web_search_requests, 0 when absent.
+func (u Usage) webSearches() int64 {
+	if u.ServerToolUse == nil {
+		return 0
+	}
+	return u.ServerToolUse.WebSearchRequests
 }
 
 // cacheWrite1h is the 1-hour part of the cache writes.
@@ -70,8 +90,18 @@ func FromDialect(d dialect.Usage) Usage {
 		CacheCreationInputTokens: d.CacheWrite,
 		CacheReadInputTokens:     d.CachedInput,
 		CacheCreation:            cacheCreation(d),
+		ServerToolUse:            serverToolUse(d),
 		ServiceTier:              "standard",
 	}
+}
+
+// serverToolUse is the server_tool_use object of d's web searches: nil
+// when it has none.
+func serverToolUse(d dialect.Usage) *ServerToolUse {
+	if d.WebSearches == 0 {
+		return nil
+	}
+	return &ServerToolUse{WebSearchRequests: d.WebSearches}
 }
 
 // cacheCreation is the cache_creation object of d's cache writes: nil

@@ -56,6 +56,7 @@ type DeltaUsage struct {
 	CacheCreationInputTokens *int64         `json:"cache_creation_input_tokens,omitempty"`
 	CacheReadInputTokens     *int64         `json:"cache_read_input_tokens,omitempty"`
 	CacheCreation            *CacheCreation `json:"cache_creation,omitempty"`
+	ServerToolUse            *ServerToolUse `json:"server_tool_use,omitempty"`
 }
 
 // Accumulator folds an Anthropic stream; see dialect.Accumulator. Usage
@@ -195,6 +196,10 @@ func (a *Accumulator) Add(data []byte) error {
 			if u.CacheCreation != nil {
 				cc := *u.CacheCreation
 				a.usage.CacheCreation = &cc
+			}
+			if u.ServerToolUse != nil {
+				st := *u.ServerToolUse
+				a.usage.ServerToolUse = &st
 			}
 			a.reported = true
 		}

@@ -562,6 +562,48 @@ type ResponsesAccumulator struct {
 	open    []*openItem       // items begun and not done, in order
 	kept    int64             // bytes of done, and of open items' text
 	dropped int64             // bytes left out past dialect.KeepMax
+	// web and file count the built-in tool calls the stream began
+	// (response.output_item.added), or the final response's output
+	// counts, whichever is more.
+	web, file int64
+}
+
+// Built-in tool call output items that OpenAI bills per call on top of
+// their tokens (platform.openai.com/docs/pricing, "Built-in tools").
+const (
+	ItemWebSearchCall  = "web_search_call"
+	ItemFileSearchCall = "file_search_call"
+)
+
+// ResponsesToolCalls counts the web_search_call and file_search_call
+// items of a response's output (the output member's JSON; anything else
+// counts none).
+func ResponsesToolCalls(output json.RawMessage) (web, file int64) {
+	var items []struct {
+		Type string `json:"type"`
+	}
+	if fastjson.Unmarshal(output, &items) != nil {
+		return 0, 0
+	}
+	for _, it := range items {
+		switch it.Type {
+		case ItemWebSearchCall:
+			web++
+		case ItemFileSearchCall:
+			file++
+		}
+	}
+	return web, file
+}
+
+// ResponsesBodyToolCalls is ResponsesToolCalls of a response body's
+// output member.
+func ResponsesBodyToolCalls(body []byte) (web, file int64) {
+	var out json.RawMessage
+	if dialect.DecodeMember(body, "output", &out) != nil {
+		return 0, 0
+	}
+	return ResponsesToolCalls(out)
 }
 
 // openItem is an output item the stream has begun: a message (its text
@@ -596,6 +638,19 @@ func (a *ResponsesAccumulator) Add(data []byte) {
 	}
 	if ev.SequenceNumber != nil {
 		a.seq, a.seqSeen = *ev.SequenceNumber, true
+	}
+	if ev.Type == "response.output_item.added" && len(ev.Item) > 0 {
+		var it struct {
+			Type string `json:"type"`
+		}
+		if fastjson.Unmarshal(ev.Item, &it) == nil {
+			switch it.Type {
+			case ItemWebSearchCall:
+				a.web++
+			case ItemFileSearchCall:
+				a.file++
+			}
+		}
 	}
 	switch {
 	case strings.HasSuffix(ev.Type, ".delta"):
@@ -656,6 +711,8 @@ func (a *ResponsesAccumulator) Add(data []byte) {
 		(ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed") {
 		u := *ev.Response.Usage
 		a.usage = &u
+		web, file := ResponsesToolCalls(ev.Response.Output)
+		a.web, a.file = max(a.web, web), max(a.file, file)
 	}
 }
 
@@ -708,13 +765,16 @@ func (a *ResponsesAccumulator) Usage() (dialect.Usage, bool) {
 	if a.usage == nil {
 		return dialect.Usage{}, false
 	}
-	return a.usage.Dialect(), true
+	u := a.usage.Dialect()
+	u.WebSearches, u.FileSearches = a.web, a.file
+	return u, true
 }
 
-// Estimate returns an estimated usage: promptTokens in, and the output
-// characters of the deltas so far as tokens out (at least 1).
+// Estimate returns an estimated usage: promptTokens in, the output
+// characters of the deltas so far as tokens out (at least 1), and the
+// built-in tool calls begun so far.
 func (a *ResponsesAccumulator) Estimate(promptTokens int64) dialect.Usage {
-	return dialect.Usage{Input: promptTokens, Output: max(dialect.EstimateTokens(a.chars), 1)}
+	return dialect.Usage{Input: promptTokens, Output: max(dialect.EstimateTokens(a.chars), 1), WebSearches: a.web, FileSearches: a.file}
 }
 
 // NextSequence returns the sequence_number an event appended to the
