@@ -265,7 +265,8 @@ const (
 	CaptureFull     Capture = "full"
 )
 
-// Price overrides a model's price, in USD per million tokens.
+// Price overrides a model's price, in USD per million tokens (the
+// per-call fees excepted).
 type Price struct {
 	Input       USD `yaml:"input"`
 	Output      USD `yaml:"output"`
@@ -276,6 +277,14 @@ type Price struct {
 	// starting with "claude"), cache prices left at 0 follow Anthropic's
 	// multipliers of Input: read 0.1×, write 1.25×, 1-hour write 2×.
 	CacheWrite1h USD `yaml:"cache_write_1h"`
+	// WebSearchCall and FileSearchCall are per call, not per million
+	// tokens: the fee of one call of the provider's built-in web search
+	// (OpenAI's web_search tool, Anthropic's web_search server tool) or
+	// file search (OpenAI's file_search). 0 takes the provider's list fee
+	// for an OpenAI or Anthropic deployment: $0.01 a web search, $0.0025
+	// a file search (see budget.Price).
+	WebSearchCall  USD `yaml:"web_search_call"`
+	FileSearchCall USD `yaml:"file_search_call"`
 }
 
 // OTLP configures trace export.

@@ -26,7 +26,7 @@ func (anthropicFront) parse(body []byte) (*request, error) {
 		return nil, err
 	}
 	out := &request{model: r.Model, stream: r.Stream, promptTokens: anthropic.EstimatePromptTokens(r), body: body,
-		cacheWrites: cacheWrites(r), limitField: "max_tokens"}
+		cacheWrites: cacheWrites(r), limitField: "max_tokens", webSearches: anthropic.WebSearches(r)}
 	if n, ok := anthropic.MaxOutputTokens(r); ok {
 		out.maxOutput = n
 	}

@@ -96,6 +96,9 @@ type request struct {
 	// client did not ask for; the gateway then strips it from the client's
 	// stream.
 	addedUsage bool
+	// webSearches and fileSearches are the built-in tool calls the
+	// reservation holds the fees of (see Admission.WebSearches).
+	webSearches, fileSearches int64
 	// keepAnswer is true when the trace records payloads: a stream
 	// follower then keeps the streamed answer (see streamFollower.answer).
 	keepAnswer bool

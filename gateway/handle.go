@@ -271,7 +271,7 @@ func (c *call) serve() (int, error) {
 		RunID: id, Named: !clientNamed, Tenant: tenant.Name, Agent: agent, TenantBudget: tenant.Budget, Limits: limits,
 		Alias: req.model, Dialect: string(c.f.dialect()), API: req.api, Chain: c.chain,
 		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, OutputLimitField: req.limitField,
-		CacheWrites: req.cacheWrites, Stream: req.stream,
+		CacheWrites: req.cacheWrites, WebSearches: req.webSearches, FileSearches: req.fileSearches, Stream: req.stream,
 	})
 	if err != nil {
 		var rr *runRefusal

@@ -51,6 +51,7 @@ func (responsesFront) parse(body []byte) (*request, error) {
 	if n, ok := r.MaxOutput(); ok {
 		out.maxOutput = n
 	}
+	out.webSearches, out.fileSearches = r.BuiltinToolCalls()
 	return out, nil
 }
 

@@ -154,7 +154,7 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	first := a.Chain[0]
 	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
 		Alias: a.Alias, API: a.API, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
-		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out, a.CacheWrites)})
+		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out, a.CacheWrites, a.calls())})
 	if fe := failure.As(err); fe != nil {
 		switch {
 		case fe.Reason == failure.BudgetExceeded && a.MaxOutputTokens == 0:
@@ -174,7 +174,8 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		return nil, err
 	}
 	deadline, _ := r.Deadline()
-	return &runTurn{t: t, r: r, adm: adm, deadline: deadline, chain: a.Chain, prompt: a.PromptTokens, output: out, writes: a.CacheWrites}, nil
+	return &runTurn{t: t, r: r, adm: adm, deadline: deadline, chain: a.Chain, prompt: a.PromptTokens, output: out, writes: a.CacheWrites,
+		calls: a.calls()}, nil
 }
 
 // withHint returns a copy of fe with hint added to its message (the run
@@ -202,14 +203,27 @@ func (e *runRefusal) Unwrap() error { return e.fe }
 // may land on the most expensive one. Deployments without a price count as
 // 0; when none has one, it returns 0 and the run layer prices the first
 // deployment itself.
-func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64, w budget.CacheWrites) budget.USD {
+func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64, w budget.CacheWrites, calls budget.Usage) budget.USD {
 	var most budget.USD
 	for _, d := range chain {
-		if c, err := t.pricing.EstimateWrites(d.Provider, d.Model, prompt, output, w); err == nil && c > most {
-			most = c
+		c, err := t.pricing.EstimateWrites(d.Provider, d.Model, prompt, output, w)
+		if err != nil {
+			continue
 		}
+		if calls != (budget.Usage{}) {
+			if pr, _, err := t.pricing.Lookup(d.Provider, d.Model); err == nil {
+				c = c.Add(pr.Cost(calls))
+			}
+		}
+		most = max(most, c)
 	}
 	return most
+}
+
+// calls is the usage of the built-in tool calls a reserves the fees of:
+// no tokens, only the counts.
+func (a Admission) calls() budget.Usage {
+	return budget.Usage{WebSearchCalls: max(a.WebSearches, 0), FileSearchCalls: max(a.FileSearches, 0)}
 }
 
 type runTurn struct {
@@ -222,6 +236,7 @@ type runTurn struct {
 	chain          []route.Deployment
 	prompt, output int64
 	writes         budget.CacheWrites
+	calls          budget.Usage // the built-in tool calls reserved for (Admission.calls)
 }
 
 // Cover prices the charges as Settle will charge them (run.Admitted.Price)
@@ -246,7 +261,7 @@ func (t *runTurn) Cover(ctx context.Context, charges []Charge) error {
 		return err
 	}
 	used, _ := t.adm.Price(runOutcome(Outcome{Charges: charges}, false))
-	return t.adm.Cover(ctx, used.Add(t.t.reserve(t.chain, prompt, t.output, t.writes)))
+	return t.adm.Cover(ctx, used.Add(t.t.reserve(t.chain, prompt, t.output, t.writes, t.calls)))
 }
 
 func (t *runTurn) Context() context.Context { return t.adm.Context() }

@@ -346,7 +346,8 @@ func pricingFor(cfg *config.Config) (*budget.Pricing, error) {
 	}
 	over := map[string]budget.Price{}
 	for m, p := range cfg.Pricing {
-		over[m] = budget.Price{Input: p.Input.V(), Output: p.Output.V(), CachedInput: p.CachedInput.V(), CacheWrite: p.CacheWrite.V(), CacheWrite1h: p.CacheWrite1h.V()}
+		over[m] = budget.Price{Input: p.Input.V(), Output: p.Output.V(), CachedInput: p.CachedInput.V(), CacheWrite: p.CacheWrite.V(), CacheWrite1h: p.CacheWrite1h.V(),
+			WebSearchCall: p.WebSearchCall.V(), FileSearchCall: p.FileSearchCall.V()}
 	}
 	p, err := budget.NewPricing(budget.PricingOptions{Overrides: over})
 	if err != nil {

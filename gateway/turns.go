@@ -66,7 +66,13 @@ type Admission struct {
 	// CacheWrites is what the call may write into the provider's prompt
 	// cache (its prompt is then reserved at the write price).
 	CacheWrites budget.CacheWrites
-	Stream      bool
+	// WebSearches and FileSearches are the calls of the provider's
+	// built-in tools the request declares that the reservation holds the
+	// per-call fees of (budget.Price.WebSearchCall, FileSearchCall): a
+	// Responses request's max_tool_calls, an Anthropic web search tool's
+	// max_uses, else one per tool.
+	WebSearches, FileSearches int64
+	Stream                    bool
 }
 
 // Turn is one admitted model call.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/belay-run/belay/dialect"
 )
@@ -135,6 +136,9 @@ type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// MaxUses bounds the uses of a server tool (web_search) in one
+	// response.
+	MaxUses *int64 `json:"max_uses,omitempty"`
 	// CacheControl marks the tool definitions up to this one for the cache.
 	CacheControl *CacheControl `json:"cache_control,omitempty"`
 }
@@ -218,4 +222,22 @@ func MaxOutputTokens(r *Request) (n int64, ok bool) {
 		return 0, false
 	}
 	return *r.MaxTokens, true
+}
+
+// WebSearches returns how many web searches the response to r may make,
+// for its reservation: the max_uses of each web search server tool it
+// declares (type web_search_YYYYMMDD), one for a tool without it (the API
+// then sets no bound, and a response may search more).
+func WebSearches(r *Request) int64 {
+	var n int64
+	for _, t := range r.Tools {
+		if strings.HasPrefix(t.Type, "web_search_") {
+			if t.MaxUses != nil && *t.MaxUses > 0 {
+				n += *t.MaxUses
+			} else {
+				n++
+			}
+		}
+	}
+	return n
 }

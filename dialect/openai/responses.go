@@ -31,10 +31,13 @@ type ResponsesRequest struct {
 	// request continues a stored response or conversation.
 	Input json.RawMessage `json:"input,omitempty"`
 	// Instructions is a string or null: a system (developer) message.
-	Instructions    json.RawMessage `json:"instructions,omitempty"`
-	Tools           []ResponsesTool `json:"tools,omitempty"`
-	Stream          bool            `json:"stream,omitempty"`
-	MaxOutputTokens *int64          `json:"max_output_tokens,omitempty"`
+	Instructions json.RawMessage `json:"instructions,omitempty"`
+	Tools        []ResponsesTool `json:"tools,omitempty"`
+	// MaxToolCalls bounds the built-in tool calls of the response, all
+	// tools together.
+	MaxToolCalls    *int64 `json:"max_tool_calls,omitempty"`
+	Stream          bool   `json:"stream,omitempty"`
+	MaxOutputTokens *int64 `json:"max_output_tokens,omitempty"`
 	// PreviousResponseID and Conversation name state the provider keeps:
 	// the response or conversation lives in the account that made it.
 	PreviousResponseID *string         `json:"previous_response_id,omitempty"`
@@ -591,6 +594,27 @@ func ResponsesToolCalls(output json.RawMessage) (web, file int64) {
 			web++
 		case ItemFileSearchCall:
 			file++
+		}
+	}
+	return web, file
+}
+
+// BuiltinToolCalls returns how many calls of the built-in web search
+// (tools of type web_search, web_search_preview and their dated versions)
+// and file search (file_search) the request's response may make, for its
+// reservation: max_tool_calls of each tool it declares, or one when it
+// sets none (the API then sets no bound, and a response may call more).
+func (r *ResponsesRequest) BuiltinToolCalls() (web, file int64) {
+	n := int64(1)
+	if r.MaxToolCalls != nil && *r.MaxToolCalls > 0 {
+		n = *r.MaxToolCalls
+	}
+	for _, t := range r.Tools {
+		switch {
+		case strings.HasPrefix(t.Type, "web_search"):
+			web = n
+		case t.Type == "file_search":
+			file = n
 		}
 	}
 	return web, file
