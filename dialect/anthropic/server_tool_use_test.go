@@ -42,3 +42,23 @@ func TestServerToolUseWebSearches(t *testing.T) {
 		t.Errorf("stream: %+v (reported %v), want 2 web searches and 40 output tokens", u, ok)
 	}
 }
+
+// A stream cut after its searches began and before its usage said them
+// counts the server_tool_use blocks named web_search.
+func TestCutStreamCountsSearchesBegun(t *testing.T) {
+	var a Accumulator
+	for _, ev := range []string{
+		`{"type":"message_start","message":{"id":"msg_3","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","usage":{"input_tokens":12,"output_tokens":1}}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]}}`,
+		`{"type":"content_block_start","index":2,"content_block":{"type":"server_tool_use","id":"srvtoolu_2","name":"web_search","input":{}}}`,
+	} {
+		if err := a.Add([]byte(ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := a.Estimate(12); e.WebSearches != 2 {
+		t.Errorf("cut stream's estimate: %+v, want 2 web searches", e)
+	}
+}

@@ -72,6 +72,9 @@ type Accumulator struct {
 	usage    Usage
 	reported bool
 	chars    int64
+	// searches counts the web searches begun (server_tool_use blocks
+	// named web_search), for a stream cut before its usage says.
+	searches int64
 	stopped  bool
 	err      *ErrorObject
 	// id and model are message_start's; stopReason message_delta's.
@@ -175,6 +178,9 @@ func (a *Accumulator) Add(data []byte) error {
 		}
 	case EventContentBlockStart:
 		if b := ev.ContentBlock; b != nil {
+			if b.Type == "server_tool_use" && b.Name == "web_search" {
+				a.searches++
+			}
 			a.chars += int64(len(b.Text) + len(b.Name) + len(b.Thinking))
 		}
 	case EventContentBlockDelta:
@@ -224,7 +230,9 @@ func setIf(dst *int64, v *int64) {
 // this holds message_start's numbers, whose output_tokens is a placeholder
 // (usually 1), so callers charging a cut stream should use Estimate.
 func (a *Accumulator) Usage() (dialect.Usage, bool) {
-	return a.usage.Dialect(), a.reported
+	u := a.usage.Dialect()
+	u.WebSearches = max(u.WebSearches, a.searches)
+	return u, a.reported
 }
 
 // OutputChars returns the characters of text, thinking, tool names and
@@ -240,13 +248,14 @@ func (a *Accumulator) Err() *ErrorObject { return a.err }
 // Estimate returns the reported usage, with output_tokens raised to the
 // estimate from the output characters when the stream did not complete
 // (message_start's output count is a placeholder); without any reported
-// usage, Input = promptTokens.
+// usage, Input = promptTokens. Its web searches are at least those begun
+// (server_tool_use blocks named web_search).
 func (a *Accumulator) Estimate(promptTokens int64) dialect.Usage {
 	est := dialect.EstimateTokens(a.chars)
 	if !a.reported {
-		return dialect.Usage{Input: promptTokens, Output: est}
+		return dialect.Usage{Input: promptTokens, Output: est, WebSearches: a.searches}
 	}
-	u := a.usage.Dialect()
+	u, _ := a.Usage()
 	if !a.stopped {
 		u.Output = max(u.Output, est)
 	}
