@@ -54,9 +54,10 @@ type Price struct {
 	LongPrompt       *Price
 }
 
-// Cost returns the cost of u at p, rounded to the picodollar per part.
+// Cost returns the cost of u at p, rounded to the picodollar per part; a
+// negative tool call count counts as none.
 func (p Price) Cost(u Usage) USD {
-	fees := p.WebSearchCall.Times(u.WebSearchCalls).Add(p.FileSearchCall.Times(u.FileSearchCalls))
+	fees := p.WebSearchCall.Times(max(u.WebSearchCalls, 0)).Add(p.FileSearchCall.Times(max(u.FileSearchCalls, 0)))
 	if p.LongPrompt != nil && u.InputTokens > p.LongPromptTokens {
 		long := *p.LongPrompt
 		long.WebSearchCall, long.FileSearchCall = 0, 0
@@ -161,7 +162,9 @@ type lookupResult struct {
 type PricingOptions struct {
 	// Overrides replace or add prices. A key is "model" (the model under
 	// every provider that lists it, or under provider "" when none does) or
-	// "provider/model".
+	// "provider/model". An override that sets only per-call fees
+	// (WebSearchCall, FileSearchCall) keeps the table's token prices of
+	// the model; for a model the table lacks it is an error.
 	Overrides map[string]Price
 	// Default, when set, is the price of a model the table does not know;
 	// Lookup reports Match.Default. When nil, such a model is
@@ -193,18 +196,34 @@ func NewPricing(o PricingOptions) (*Pricing, error) {
 		if model == "" {
 			return nil, fmt.Errorf("budget: pricing key %q names no model", key)
 		}
+		feesOnly := pr.feesOnly()
 		if prov != "" {
-			p.set(normProvider(prov), model, pr)
+			prov = normProvider(prov)
+			if feesOnly {
+				old, ok := p.prices[prov][strings.ToLower(model)]
+				if !ok {
+					return nil, fmt.Errorf("%w (pricing %q)", errFeesOnly, key)
+				}
+				pr = old.withFees(pr)
+			}
+			p.set(prov, model, pr)
 			continue
 		}
 		found := false
 		for prov, models := range p.prices {
-			if _, ok := models[strings.ToLower(model)]; ok && prov != "" {
-				models[strings.ToLower(model)] = pr
+			if old, ok := models[strings.ToLower(model)]; ok && prov != "" {
+				if feesOnly {
+					models[strings.ToLower(model)] = old.withFees(pr)
+				} else {
+					models[strings.ToLower(model)] = pr
+				}
 				found = true
 			}
 		}
 		if !found {
+			if feesOnly {
+				return nil, fmt.Errorf("%w (pricing %q)", errFeesOnly, key)
+			}
 			p.set("", model, pr)
 		}
 	}
@@ -216,6 +235,29 @@ func NewPricing(o PricingOptions) (*Pricing, error) {
 		p.def = &d
 	}
 	return p, nil
+}
+
+// errFeesOnly refuses an override that sets only per-call fees for a
+// model the table has no token prices for: its tokens would be free.
+var errFeesOnly = errors.New("budget: a price that sets only web_search_call or file_search_call needs a model the built-in table prices; give its input and output prices too")
+
+// feesOnly reports whether p sets per-call fees and no token price: an
+// override of a table entry's fees, which keeps the entry's token prices
+// (see NewPricing).
+func (p Price) feesOnly() bool {
+	return (p.WebSearchCall != 0 || p.FileSearchCall != 0) && p.Input == 0 && p.Output == 0 && p.CachedInput == 0 &&
+		p.CacheWrite == 0 && p.CacheWrite1h == 0 && p.Reasoning == 0 && p.LongPrompt == nil
+}
+
+// withFees returns p with the per-call fees fees sets.
+func (p Price) withFees(fees Price) Price {
+	if fees.WebSearchCall != 0 {
+		p.WebSearchCall = fees.WebSearchCall
+	}
+	if fees.FileSearchCall != 0 {
+		p.FileSearchCall = fees.FileSearchCall
+	}
+	return p
 }
 
 // DefaultPricing returns the shipped list prices with no default price.

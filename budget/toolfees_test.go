@@ -76,3 +76,28 @@ func TestLookupToolFees(t *testing.T) {
 		t.Error("a negative per-call fee was taken")
 	}
 }
+
+// An override that sets only a per-call fee keeps the table's token
+// prices (an adversarial review found gpt-4o-mini's tokens priced at $0
+// after `pricing: {gpt-4o-mini: {web_search_call: 0.025}}`); for a model
+// the table lacks, it is refused.
+func TestFeesOnlyOverrideKeepsTokenPrices(t *testing.T) {
+	for _, key := range []string{"gpt-4o-mini", "openai/gpt-4o-mini"} {
+		p, err := NewPricing(PricingOptions{Overrides: map[string]Price{key: {WebSearchCall: usd("0.025")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, _, err := p.Lookup("openai", "gpt-4o-mini")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.Input != usd("0.15") || pr.Output != usd("0.60") || pr.WebSearchCall != usd("0.025") || pr.FileSearchCall != usd("0.0025") {
+			t.Errorf("%s: %+v, want the table's $0.15/$0.60 with a $0.025 web search", key, pr)
+		}
+	}
+	for _, key := range []string{"my-model", "vllm/my-model"} {
+		if _, err := NewPricing(PricingOptions{Overrides: map[string]Price{key: {WebSearchCall: usd("0.01")}}}); err == nil {
+			t.Errorf("%s: fees only for a model without token prices was taken", key)
+		}
+	}
+}

@@ -762,10 +762,11 @@ func (s *Server) unknownModel(d failure.Dialect, model string) *failure.Error {
 // prompt) is charged and recorded as 0, and logged.
 func (c *call) charge(d *route.Deployment, u dialect.Usage, estimated bool) {
 	if clamped, neg := clampUsage(u); neg {
-		c.s.log.LogAttrs(c.r.Context(), slog.LevelWarn, "upstream reported a negative token count; charged as 0",
+		c.s.log.LogAttrs(c.r.Context(), slog.LevelWarn, "upstream reported a negative token or tool call count; charged as 0",
 			slogString("run", c.runID), slogString("deployment", d.Name),
 			slog.Int64("input", u.Input), slog.Int64("output", u.Output), slog.Int64("cached_input", u.CachedInput),
-			slog.Int64("cache_write", u.CacheWrite), slog.Int64("cache_write_1h", u.CacheWrite1h), slog.Int64("reasoning", u.Reasoning))
+			slog.Int64("cache_write", u.CacheWrite), slog.Int64("cache_write_1h", u.CacheWrite1h), slog.Int64("reasoning", u.Reasoning),
+			slog.Int64("web_searches", u.WebSearches), slog.Int64("file_searches", u.FileSearches))
 		u = clamped
 	}
 	if u == (dialect.Usage{}) {
@@ -779,9 +780,11 @@ func (c *call) charge(d *route.Deployment, u dialect.Usage, estimated bool) {
 // clampUsage returns u with negative counts set to 0, and whether there
 // were any.
 func clampUsage(u dialect.Usage) (dialect.Usage, bool) {
-	neg := u.Input < 0 || u.Output < 0 || u.CachedInput < 0 || u.CacheWrite < 0 || u.CacheWrite1h < 0 || u.Reasoning < 0
+	neg := u.Input < 0 || u.Output < 0 || u.CachedInput < 0 || u.CacheWrite < 0 || u.CacheWrite1h < 0 || u.Reasoning < 0 ||
+		u.WebSearches < 0 || u.FileSearches < 0
 	u.Input, u.Output, u.CachedInput = max(u.Input, 0), max(u.Output, 0), max(u.CachedInput, 0)
 	u.CacheWrite, u.Reasoning = max(u.CacheWrite, 0), max(u.Reasoning, 0)
+	u.WebSearches, u.FileSearches = max(u.WebSearches, 0), max(u.FileSearches, 0)
 	u.CacheWrite1h = min(max(u.CacheWrite1h, 0), u.CacheWrite)
 	return u, neg
 }

@@ -260,7 +260,9 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	if fault := answerFault(body, c.f.answerMember()); fault != "" {
 		// The provider may have billed what it generated: charged as a
 		// cut stream without usage is, estimated.
-		c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: dialect.EstimateTokens(int64(len(body)))}, true)
+		u := dialect.Usage{Input: c.req.promptTokens, Output: dialect.EstimateTokens(int64(len(body)))}
+		u.WebSearches, u.FileSearches = c.toolCalls(body)
+		c.charge(d, u, true)
 		fe := failure.New(failure.ServerError, "the upstream's 2xx answer is "+fault)
 		fe.Status = resp.StatusCode
 		return fe
@@ -272,9 +274,7 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 			size = o.outputChars(body)
 		}
 		u = dialect.Usage{Input: c.req.promptTokens, Output: max(dialect.EstimateTokens(size), 1)}
-		if tc, ok := c.f.(interface{ toolCalls([]byte) (int64, int64) }); ok {
-			u.WebSearches, u.FileSearches = tc.toolCalls(body)
-		}
+		u.WebSearches, u.FileSearches = c.toolCalls(body)
 	}
 	c.charge(d, u, !ok)
 	c.answer = &answer{status: resp.StatusCode, header: resp.Header, body: body}
@@ -285,10 +285,22 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 // connection lost, timeouts.idle, a cancel, the cap). A non-streamed
 // answer is sent once generated, so the provider bills it whole: the
 // prompt and, its usage unread, the request's output limit (or the
-// output the call reserved without one, DefaultReserveOutputTokens),
-// estimated.
+// output the call reserved without one, DefaultReserveOutputTokens) and
+// the built-in tool calls the call reserved for, estimated.
 func (c *call) chargeCut(d *route.Deployment) {
-	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: cmp.Or(c.req.maxOutput, DefaultReserveOutputTokens)}, true)
+	c.charge(d, dialect.Usage{Input: c.req.promptTokens, Output: cmp.Or(c.req.maxOutput, DefaultReserveOutputTokens),
+		WebSearches: c.req.webSearches, FileSearches: c.req.fileSearches}, true)
+}
+
+// toolCalls counts the built-in tool calls of a 2xx body whose usage is
+// unread, for its estimate: those its items show (the Responses API's
+// web_search_call and file_search_call), 0 in a dialect without such
+// items.
+func (c *call) toolCalls(body []byte) (web, file int64) {
+	if tc, ok := c.f.(interface{ toolCalls([]byte) (int64, int64) }); ok {
+		return tc.toolCalls(body)
+	}
+	return 0, 0
 }
 
 // utf8BOM is the UTF-8 encoding of U+FEFF.

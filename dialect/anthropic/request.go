@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 
@@ -232,11 +233,14 @@ func WebSearches(r *Request) int64 {
 	var n int64
 	for _, t := range r.Tools {
 		if strings.HasPrefix(t.Type, "web_search_") {
+			uses := int64(1)
 			if t.MaxUses != nil && *t.MaxUses > 0 {
-				n += *t.MaxUses
-			} else {
-				n++
+				uses = *t.MaxUses
 			}
+			if n > math.MaxInt64-uses {
+				return math.MaxInt64
+			}
+			n += uses
 		}
 	}
 	return n
