@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
-	"github.com/belay-run/belay/internal/procs"
 	"github.com/belay-run/belay/sim"
 )
 
@@ -37,11 +34,7 @@ fallback, and recorded in the store.
 
 With no --config it uses the embedded SQLite store belay.db in the working directory and the
 built-in simulator as its upstream (models gpt-4o-mini and claude-sonnet-5-5), so it answers on a
-fresh machine.
-
-It runs Go's scheduler on one thread while lightly loaded (under 0.75 cores of CPU) and on all of them
-under load: on a small host shared with the agent, fewer thread wake-ups per call. Setting GOMAXPROCS
-in its environment turns this off.`,
+fresh machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.Default()
@@ -80,7 +73,6 @@ in its environment turns this off.`,
 				}
 				defer stop()
 			}
-			stopProcs := func() {}
 			listening := func(addr net.Addr) {
 				upstream := ""
 				if onlySim(cfg) {
@@ -88,13 +80,8 @@ in its environment turns this off.`,
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s; models %s%s)\n",
 					addr, redactedURL(cfg.Store), strings.Join(aliases(cfg), ", "), upstream)
-				if os.Getenv("GOMAXPROCS") == "" {
-					stopProcs = adaptProcs()
-				}
 			}
-			err := gateway.Serve(cmd.Context(), cfg, listening)
-			stopProcs()
-			if err != nil {
+			if err := gateway.Serve(cmd.Context(), cfg, listening); err != nil {
 				if ue, ok := errors.AsType[*gateway.UnpricedError](err); ok { // the config's fault
 					return badInput(ue)
 				}
@@ -109,20 +96,6 @@ in its environment turns this off.`,
 	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH (or a bare file path), postgres://URL or memory:// (nothing kept) (default from the config, else sqlite://belay.db)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile (go tool pprof) to this file until the gateway stops")
 	return c
-}
-
-// adaptProcs runs procs.Run (the Ps follow the gateway's CPU use; each
-// change is logged at debug level) until stop, which sets them back.
-func adaptProcs() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		procs.Run(ctx, procs.Options{OnChange: func(n int, load float64) {
-			slog.Debug("GOMAXPROCS set", "procs", n, "cpu_cores", load)
-		}})
-	}()
-	return func() { cancel(); <-done }
 }
 
 // serveGCPercent is the garbage collector's target of `belay serve` when
