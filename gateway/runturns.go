@@ -199,8 +199,9 @@ func (e *runRefusal) Unwrap() error { return e.fe }
 // reserve returns the amount to reserve for a call that may be served by
 // any deployment of chain: the largest list-price estimate
 // (budget.Pricing.EstimateWrites of the prompt, what it may write into
-// the prompt cache and the output limit) over the chain, since a fallback
-// may land on the most expensive one. Deployments without a price count as
+// the prompt cache and the output limit, plus the per-call fees of the
+// built-in tool calls in calls) over the chain, since a fallback may land
+// on the most expensive one. Deployments without a price count as
 // 0; when none has one, it returns 0 and the run layer prices the first
 // deployment itself.
 func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64, w budget.CacheWrites, calls budget.Usage) budget.USD {
