@@ -1,61 +1,24 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/belay-run/belay/budget"
-	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
-	"github.com/belay-run/belay/store/memstore"
 )
 
-// adv21bGateway builds a gateway over an upstream served by h; extra is
-// YAML added to the config (its %[1]s is the upstream URL).
-func adv21bGateway(t *testing.T, h http.HandlerFunc, yaml string) string {
-	t.Helper()
-	up := httptest.NewServer(h)
-	t.Cleanup(up.Close)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(yaml, up.URL)), "test.yaml", func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
-	gw := httptest.NewServer(st.Server.Handler())
-	t.Cleanup(gw.Close)
-	return gw.URL
-}
-
-func adv21bPost(t *testing.T, url, path, body string, hdr ...string) (int, string, string) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	cost := resp.Header.Get(gateway.HeaderCostUSD)
-	if cost == "" {
-		cost = resp.Trailer.Get(gateway.HeaderCostUSD)
-	}
-	return resp.StatusCode, string(b), cost
+// negativeSearches answers a Messages call with 1,000 input and 500
+// output tokens and -100 web searches.
+func negativeSearches(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-tools","content":[{"type":"text","text":"found"}],`+
+		`"stop_reason":"end_turn","usage":{"input_tokens":1000,"output_tokens":500,"server_tool_use":{"web_search_requests":-100}}}`)
 }
 
 const adv21bConfig = `
@@ -82,13 +45,8 @@ models:
 // review found it a credit of $0.01 per "search" (clampUsage left the
 // counts negative).
 func TestAdv21bNegativeWebSearchRequestsLowerTheCost(t *testing.T) {
-	url := adv21bGateway(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-tools","content":[{"type":"text","text":"found"}],`+
-			`"stop_reason":"end_turn","usage":{"input_tokens":1000,"output_tokens":500,"server_tool_use":{"web_search_requests":-100}}}`)
-	}, adv21bConfig)
-	status, body, cost := adv21bPost(t, url, "/v1/messages",
+	url := gatewayOver(t, negativeSearches, adv21bConfig)
+	status, body, cost := postCost(t, url, "/v1/messages",
 		`{"model":"claude-tools","max_tokens":600,"messages":[{"role":"user","content":"search"}]}`)
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
@@ -103,7 +61,7 @@ func TestAdv21bNegativeWebSearchRequestsLowerTheCost(t *testing.T) {
 // such tool: an adversarial review found the sum wrapped negative and no
 // search fee reserved.
 func TestAdv21bMaxUsesOverflowReservesNoFee(t *testing.T) {
-	url := adv21bGateway(t, func(w http.ResponseWriter, r *http.Request) {
+	url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-tools","content":[{"type":"text","text":"x"}],`+
@@ -117,7 +75,7 @@ func TestAdv21bMaxUsesOverflowReservesNoFee(t *testing.T) {
 		{"two tools", one + "," + two},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			status, body, _ := adv21bPost(t, url, "/v1/messages",
+			status, body, _ := postCost(t, url, "/v1/messages",
 				`{"model":"claude-tools","max_tokens":100,"messages":[{"role":"user","content":"search"}],"tools":[`+c.tools+`]}`,
 				gateway.HeaderMaxCostUSD, "0.1")
 			if status != 402 {
@@ -133,7 +91,7 @@ func TestAdv21bMaxUsesOverflowReservesNoFee(t *testing.T) {
 // reserved) web searches, max_tool_calls 5 of web_search at $0.01 (an
 // adversarial review found the searches left out).
 func TestAdv21bCutAnswerChargesNoSearches(t *testing.T) {
-	url := adv21bGateway(t, func(w http.ResponseWriter, r *http.Request) {
+	url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		out := `[{"type":"web_search_call","id":"ws_1","status":"completed"},{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":"` +
@@ -143,7 +101,7 @@ func TestAdv21bCutAnswerChargesNoSearches(t *testing.T) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		io.WriteString(w, body)
 	}, adv21bConfig)
-	status, body, cost := adv21bPost(t, url, "/v1/responses",
+	status, body, cost := postCost(t, url, "/v1/responses",
 		`{"model":"tool-model","input":"search","max_output_tokens":1000,"max_tool_calls":5,"tools":[{"type":"web_search"}]}`)
 	if status == 200 {
 		t.Fatalf("status 200, want the attempt failed past the cap: %.200s", body)
@@ -163,7 +121,7 @@ func TestAdv21bCutAnswerChargesNoSearches(t *testing.T) {
 // keeps the model's built-in token prices: an adversarial review found it
 // replaced them with $0, a call of 1M input tokens charged only its fee.
 func TestAdv21bFeeOnlyOverrideZeroesTokenPrices(t *testing.T) {
-	url := adv21bGateway(t, func(w http.ResponseWriter, r *http.Request) {
+	url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-4o-mini","output":[`+
@@ -182,7 +140,7 @@ models:
     deployments:
       - {name: oa, provider: openai, model: gpt-4o-mini, base_url: %[1]s/v1, api_key: sk-x}
 `)
-	status, body, cost := adv21bPost(t, url, "/v1/responses",
+	status, body, cost := postCost(t, url, "/v1/responses",
 		`{"model":"mini","input":"search","max_output_tokens":100,"tools":[{"type":"web_search_preview"}]}`)
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
@@ -201,13 +159,8 @@ models:
 // tokens' cost, as its X-Belay-Cost-Usd (an adversarial review found the
 // header at -0.998 and the record at $0.00).
 func TestAdv21bNegativeWebSearchRequestsRecordedCost(t *testing.T) {
-	url := adv21bGateway(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-tools","content":[{"type":"text","text":"found"}],`+
-			`"stop_reason":"end_turn","usage":{"input_tokens":1000,"output_tokens":500,"server_tool_use":{"web_search_requests":-100}}}`)
-	}, adv21bConfig)
-	status, body, _ := adv21bPost(t, url, "/v1/messages",
+	url := gatewayOver(t, negativeSearches, adv21bConfig)
+	status, body, _ := postCost(t, url, "/v1/messages",
 		`{"model":"claude-tools","max_tokens":500,"messages":[{"role":"user","content":"search"}]}`,
 		gateway.HeaderRunID, "adv21b-run")
 	if status != 200 {

@@ -25,7 +25,7 @@ import (
 func toolFeesGateway(t *testing.T) (url string, upstreamCalls *atomic.Int64) {
 	t.Helper()
 	upstreamCalls = &atomic.Int64{}
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := func(w http.ResponseWriter, r *http.Request) {
 		upstreamCalls.Add(1)
 		b, _ := io.ReadAll(r.Body)
 		stream := strings.Contains(string(b), `"stream":true`)
@@ -60,9 +60,8 @@ func toolFeesGateway(t *testing.T) (url string, upstreamCalls *atomic.Int64) {
 		default:
 			http.NotFound(w, r)
 		}
-	}))
-	t.Cleanup(up.Close)
-	y := fmt.Sprintf(`
+	}
+	return gatewayOver(t, h, `
 listen: 127.0.0.1:0
 store: memory://
 retry: {max_attempts: 1}
@@ -77,19 +76,7 @@ models:
   - alias: claude-tools
     deployments:
       - {name: an, provider: anthropic, model: claude-tools, base_url: %[1]s, api_key: sk-x}
-`, up.URL)
-	cfg, err := config.Parse([]byte(y), "test.yaml", func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
-	gw := httptest.NewServer(st.Server.Handler())
-	t.Cleanup(gw.Close)
-	return gw.URL, upstreamCalls
+`), upstreamCalls
 }
 
 // A call is charged its built-in tool calls' fees on top of its tokens:
@@ -170,4 +157,48 @@ func TestBuiltinToolCallsAreReserved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatewayOver builds a gateway over an upstream served by h (both on
+// 127.0.0.1) from the config yaml, whose %[1]s is the upstream's URL.
+func gatewayOver(t *testing.T, h http.HandlerFunc, yaml string) string {
+	t.Helper()
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(yaml, up.URL)), "test.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := gateway.Build(context.Background(), cfg, gateway.Options{Store: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	gw := httptest.NewServer(st.Server.Handler())
+	t.Cleanup(gw.Close)
+	return gw.URL
+}
+
+// postCost posts body to the gateway at url+path (hdr: more header name,
+// value pairs) and returns the status, the body and the call's cost
+// (X-Belay-Cost-Usd, from the header or the trailer).
+func postCost(t *testing.T, url, path, body string, hdr ...string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cost := resp.Header.Get(gateway.HeaderCostUSD)
+	if cost == "" {
+		cost = resp.Trailer.Get(gateway.HeaderCostUSD)
+	}
+	return resp.StatusCode, string(b), cost
 }
