@@ -176,3 +176,28 @@ func TestAdv21bNegativeWebSearchRequestsRecordedCost(t *testing.T) {
 		t.Errorf("the run's recorded cost is not the tokens' $0.002: %s", b)
 	}
 }
+
+// An Anthropic answer without usage is charged an estimate that counts
+// its server_tool_use blocks named web_search: two at $0.01. Its tokens
+// are estimated (the prompt's and the output's characters), so only the
+// fee part is checked: the cost is at least $0.02 and under $0.03.
+func TestAnthropicAnswerWithoutUsageCountsSearches(t *testing.T) {
+	url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-tools","stop_reason":"end_turn","content":[`+
+			`{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"a"}},`+
+			`{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},`+
+			`{"type":"server_tool_use","id":"srvtoolu_2","name":"web_search","input":{"query":"b"}},`+
+			`{"type":"text","text":"found"}]}`)
+	}, adv21bConfig)
+	status, body, cost := postCost(t, url, "/v1/messages",
+		`{"model":"claude-tools","max_tokens":100,"messages":[{"role":"user","content":"search"}]}`)
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	c, err := budget.ParseUSD(cost)
+	if err != nil || c < budget.USD(20_000_000_000) || c >= budget.USD(30_000_000_000) {
+		t.Errorf("cost %q: want two searches' $0.02 and the estimated tokens' (about $0.0002)", cost)
+	}
+}

@@ -294,8 +294,8 @@ func (c *call) chargeCut(d *route.Deployment) {
 
 // toolCalls counts the built-in tool calls of a 2xx body whose usage is
 // unread, for its estimate: those its items show (the Responses API's
-// web_search_call and file_search_call), 0 in a dialect without such
-// items.
+// web_search_call and file_search_call, Anthropic's server_tool_use
+// blocks named web_search), 0 in a dialect without such items.
 func (c *call) toolCalls(body []byte) (web, file int64) {
 	if tc, ok := c.f.(interface{ toolCalls([]byte) (int64, int64) }); ok {
 		return tc.toolCalls(body)
