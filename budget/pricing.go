@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -59,9 +60,7 @@ type Price struct {
 func (p Price) Cost(u Usage) USD {
 	fees := p.WebSearchCall.Times(max(u.WebSearchCalls, 0)).Add(p.FileSearchCall.Times(max(u.FileSearchCalls, 0)))
 	if p.LongPrompt != nil && u.InputTokens > p.LongPromptTokens {
-		long := *p.LongPrompt
-		long.WebSearchCall, long.FileSearchCall = 0, 0
-		return long.Cost(u).Add(fees)
+		return p.LongPrompt.tokenCost(u).Add(fees)
 	}
 	return p.tokenCost(u).Add(fees)
 }
@@ -352,19 +351,18 @@ func (p *Pricing) lookup(provider, model string) (Price, Match, error) {
 func toolFees(provider string, p Price) Price {
 	switch provider {
 	case "openai":
-		if p.WebSearchCall == 0 {
-			p.WebSearchCall = usd("0.01")
-		}
-		if p.FileSearchCall == 0 {
-			p.FileSearchCall = usd("0.0025")
-		}
+		p.WebSearchCall, p.FileSearchCall = cmp.Or(p.WebSearchCall, listWebSearch), cmp.Or(p.FileSearchCall, listFileSearch)
 	case "anthropic":
-		if p.WebSearchCall == 0 {
-			p.WebSearchCall = usd("0.01")
-		}
+		p.WebSearchCall = cmp.Or(p.WebSearchCall, listWebSearch)
 	}
 	return p
 }
+
+// The list fees toolFees fills in, parsed once.
+var (
+	listWebSearch  = usd("0.01")
+	listFileSearch = usd("0.0025")
+)
 
 func tieBreak(cand, cur, want string) bool {
 	if cand == want && cur != want {

@@ -70,22 +70,9 @@ func (anthropicFront) usage(body []byte) (dialect.Usage, bool) {
 }
 
 // toolCalls counts a message body's web searches from its content, for
-// the estimate of one without usage (see attemptOnce): its
-// server_tool_use blocks named web_search.
+// the estimate of one without usage (see attemptOnce).
 func (anthropicFront) toolCalls(body []byte) (web, file int64) {
-	var content []struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
-	}
-	if dialect.DecodeMember(body, "content", &content) != nil {
-		return 0, 0
-	}
-	for _, b := range content {
-		if b.Type == "server_tool_use" && b.Name == "web_search" {
-			web++
-		}
-	}
-	return web, 0
+	return anthropic.ContentWebSearches(body), 0
 }
 
 // upstreamURL follows the Anthropic SDKs: the base URL has no /v1.

@@ -39,10 +39,34 @@ type Usage struct {
 
 // ServerToolUse is usage.server_tool_use: the web searches of the
 // web_search tool, billed per search on top of tokens (Anthropic docs,
-// "Web search tool", usage and pricing). Web fetches have no fee.
+// "Web search tool", usage and pricing). Its web fetches have no fee and
+// are not read.
 type ServerToolUse struct {
 	WebSearchRequests int64 `json:"web_search_requests"`
-	WebFetchRequests  int64 `json:"web_fetch_requests,omitempty"`
+}
+
+// isWebSearch reports whether a content block of type typ named name is a
+// web search the web_search server tool ran (a server_tool_use block).
+func isWebSearch(typ, name string) bool { return typ == "server_tool_use" && name == "web_search" }
+
+// ContentWebSearches counts the web searches of a message body's content
+// (its server_tool_use blocks named web_search), for an answer without
+// usage; 0 when its content does not decode.
+func ContentWebSearches(body []byte) int64 {
+	var content []struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if dialect.DecodeMember(body, "content", &content) != nil {
+		return 0
+	}
+	var n int64
+	for _, b := range content {
+		if isWebSearch(b.Type, b.Name) {
+			n++
+		}
+	}
+	return n
 }
 
 // CacheCreation is usage.cache_creation: the prompt tokens written into a

@@ -178,7 +178,7 @@ func (a *Accumulator) Add(data []byte) error {
 		}
 	case EventContentBlockStart:
 		if b := ev.ContentBlock; b != nil {
-			if b.Type == "server_tool_use" && b.Name == "web_search" {
+			if isWebSearch(b.Type, b.Name) {
 				a.searches++
 			}
 			a.chars += int64(len(b.Text) + len(b.Name) + len(b.Thinking))

@@ -574,8 +574,8 @@ type ResponsesAccumulator struct {
 // Built-in tool call output items that OpenAI bills per call on top of
 // their tokens (platform.openai.com/docs/pricing, "Built-in tools").
 const (
-	ItemWebSearchCall  = "web_search_call"
-	ItemFileSearchCall = "file_search_call"
+	itemWebSearchCall  = "web_search_call"
+	itemFileSearchCall = "file_search_call"
 )
 
 // ResponsesToolCalls counts the web_search_call and file_search_call
@@ -590,9 +590,9 @@ func ResponsesToolCalls(output json.RawMessage) (web, file int64) {
 	}
 	for _, it := range items {
 		switch it.Type {
-		case ItemWebSearchCall:
+		case itemWebSearchCall:
 			web++
-		case ItemFileSearchCall:
+		case itemFileSearchCall:
 			file++
 		}
 	}
@@ -663,17 +663,18 @@ func (a *ResponsesAccumulator) Add(data []byte) {
 	if ev.SequenceNumber != nil {
 		a.seq, a.seqSeen = *ev.SequenceNumber, true
 	}
-	if ev.Type == "response.output_item.added" && len(ev.Item) > 0 {
-		var it struct {
-			Type string `json:"type"`
-		}
-		if fastjson.Unmarshal(ev.Item, &it) == nil {
-			switch it.Type {
-			case ItemWebSearchCall:
-				a.web++
-			case ItemFileSearchCall:
-				a.file++
-			}
+	var added struct { // a response.output_item.added event's item
+		ID     string `json:"id"`
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+		Name   string `json:"name"`
+	}
+	if ev.Type == "response.output_item.added" && fastjson.Unmarshal(ev.Item, &added) == nil {
+		switch added.Type {
+		case itemWebSearchCall:
+			a.web++
+		case itemFileSearchCall:
+			a.file++
 		}
 	}
 	switch {
@@ -688,14 +689,8 @@ func (a *ResponsesAccumulator) Add(data []byte) {
 		}
 	case !a.Keep:
 	case ev.Type == "response.output_item.added":
-		var it struct {
-			ID     string `json:"id"`
-			Type   string `json:"type"`
-			CallID string `json:"call_id"`
-			Name   string `json:"name"`
-		}
-		if json.Unmarshal(ev.Item, &it) == nil && (it.Type == "message" || it.Type == "function_call") {
-			a.open = append(a.open, &openItem{id: it.ID, typ: it.Type, callID: it.CallID, name: it.Name})
+		if added.Type == "message" || added.Type == "function_call" {
+			a.open = append(a.open, &openItem{id: added.ID, typ: added.Type, callID: added.CallID, name: added.Name})
 		}
 	case ev.Type == "response.output_item.done" && len(ev.Item) > 0:
 		var it struct {
