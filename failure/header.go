@@ -29,10 +29,14 @@ func SetHeader(h http.Header, e *Error) {
 
 // FromResponse returns the failure a belay error answer names in its
 // HeaderKind and HeaderReason (see SetHeader), with the answer's status:
-// errors.Is matches it against its Kind and Reason. It returns nil for a
+// errors.Is matches it against its Kind and Reason. A reason this package
+// does not define (a newer gateway's) is kept as written when it is a
+// snake_case name (a lower-case letter, then lower-case letters, digits
+// and underscores, at most 64 bytes), with its kind: a caller still
+// tells a transient failure from a permanent one. It returns nil for a
 // nil response or one without both headers (not written by belay), or
-// whose kind or reason is not one this package defines. It does not read
-// the body. Safe for concurrent use.
+// whose kind is not one this package defines or whose reason is not such
+// a name. It does not read the body. Safe for concurrent use.
 //
 //	var apiErr *openai.Error
 //	if errors.As(err, &apiErr) {
@@ -44,8 +48,22 @@ func FromResponse(resp *http.Response) *Error {
 	}
 	k, err := ParseKind(strings.TrimSpace(resp.Header.Get(HeaderKind)))
 	r := Reason(strings.TrimSpace(resp.Header.Get(HeaderReason)))
-	if _, known := reasonKinds[r]; err != nil || !known {
+	if _, known := reasonKinds[r]; err != nil || !known && !reasonName(string(r)) {
 		return nil
 	}
 	return &Error{Kind: k, Reason: r, Status: resp.StatusCode}
+}
+
+// reasonName reports whether s has the shape of a reason's name:
+// snake_case, at most 64 bytes.
+func reasonName(s string) bool {
+	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
 }

@@ -30,8 +30,8 @@ func TestHdrFromResponseOddInput(t *testing.T) {
 	if fe := mk(http.Header{"X-Belay-Failure-Kind": {"permanent"}, "X-Belay-Failure-Reason": {"model_not_found"}}); fe == nil || fe.Kind != Permanent {
 		t.Errorf("non-default kind: %v", fe)
 	}
-	// A reason a newer belay defines (unknown here): nil, the kind lost too.
-	if fe := mk(http.Header{"X-Belay-Failure-Kind": {"fatal"}, "X-Belay-Failure-Reason": {"future_reason"}}); fe != nil {
+	// A reason a newer belay defines (unknown here): kept, with its kind.
+	if fe := mk(http.Header{"X-Belay-Failure-Kind": {"fatal"}, "X-Belay-Failure-Reason": {"future_reason"}}); fe == nil || fe.Kind != Fatal || fe.Reason != "future_reason" {
 		t.Errorf("unknown reason: %v", fe)
 	}
 	// Upper-case values: nil (ParseKind is case-sensitive).
