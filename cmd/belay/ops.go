@@ -347,8 +347,11 @@ func writeRuns(w io.Writer, runs []store.Run, now time.Time) error {
 
 // runReason is why a run ended other than succeeding: a stopped run's
 // stop reason, or a failed run's failure reason, read from its recorded
-// error ("transient: connection_error from d: ..." gives connection_error;
-// an error of another form gives "error": --json has it whole).
+// error ("transient: connection_error from d: ..." gives connection_error).
+// An error of another form (a command agent's: "agent exited non-zero;
+// its stderr ended: ...") gives its first clause, up to the first ";" or
+// line break and at most runReasonMax runes (the last one "…" when cut):
+// --json has it whole.
 func runReason(r store.Run) string {
 	if r.StopReason != "" || r.Error == "" {
 		return r.StopReason
@@ -356,8 +359,21 @@ func runReason(r store.Run) string {
 	if _, reason, _, ok := failure.ParseText(r.Error); ok {
 		return string(reason)
 	}
-	return "error"
+	head, _, _ := strings.Cut(r.Error, ";")
+	head, _, _ = strings.Cut(head, "\n")
+	head = strings.Join(strings.Fields(head), " ")
+	if head == "" {
+		return "error"
+	}
+	if rs := []rune(head); len(rs) > runReasonMax {
+		head = string(rs[:runReasonMax-1]) + "…"
+	}
+	return head
 }
+
+// runReasonMax is the width, in runes, of a reason belay runs shows from
+// an error that names no failure reason.
+const runReasonMax = 40
 
 func orDash(s string) string {
 	if s == "" {

@@ -689,7 +689,8 @@ func TestServeSlipsGetHints(t *testing.T) {
 }
 
 // belay runs shows a failed run's failure reason beside stopped runs' stop
-// reasons (newcomer finding: a failed run showed "-").
+// reasons (newcomer finding: a failed run showed "-"), and for an error
+// that names none (a command agent's) its first clause, not "error".
 func TestRunReason(t *testing.T) {
 	for _, c := range []struct {
 		r    store.Run
@@ -699,7 +700,11 @@ func TestRunReason(t *testing.T) {
 		{store.Run{Status: store.RunFailed, Error: "transient: connection_error from unreachable: upstream deployment unreachable: connection reset"}, "connection_error"},
 		{store.Run{Status: store.RunFailed, Error: "degraded: circuit_open: every deployment ..."}, "circuit_open"},
 		{store.Run{Status: store.RunFailed, Error: "permanent: context_length_exceeded (HTTP 400) from a: too long"}, "context_length_exceeded"},
-		{store.Run{Status: store.RunFailed, Error: "agent exited 3"}, "error"},
+		{store.Run{Status: store.RunFailed, Error: "agent exited non-zero; its stderr ended: Traceback ..."}, "agent exited non-zero"},
+		{store.Run{Status: store.RunFailed, Error: "agent timed out after 30s\nkilled"}, "agent timed out after 30s"},
+		{store.Run{Status: store.RunFailed, Error: "the agent   ended\twithout an exit status"}, "the agent ended without an exit status"},
+		{store.Run{Status: store.RunFailed, Error: "agent panicked: runtime error: index out of range [3] with length 3"}, "agent panicked: runtime error: index ou…"},
+		{store.Run{Status: store.RunFailed, Error: " ; rest"}, "error"},
 		{store.Run{Status: store.RunSucceeded}, ""},
 	} {
 		if got := runReason(c.r); got != c.want {
