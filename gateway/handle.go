@@ -165,6 +165,7 @@ func (c *call) panicked(p any, stack []byte) (int, error) {
 	case c.answered: // nothing may follow a whole answer
 		return http.StatusOK, nil
 	case c.committed:
+		failure.SetHeader(c.w.Header(), fe) // a trailer (see streamTrailers)
 		_ = c.relay(errorEventOf(c.f, c.streamed, fe))
 	case !c.aw.begun:
 		return c.refuse(fe)
@@ -324,10 +325,13 @@ func (c *call) serve() (int, error) {
 		}
 		return cost
 	}
-	if c.committed { // a stream: the body is written; the cost goes in the trailer
+	if c.committed { // a stream: the body is written; the cost (and a failure) go in the trailers
 		cost := settle()
 		s.metrics.addSpend(tenant.Name, cost)
 		c.w.Header().Set(HeaderCostUSD, cost.Decimal())
+		if err != nil {
+			failure.SetHeader(c.w.Header(), asFailure(err))
+		}
 		return http.StatusOK, err
 	}
 	// The answer goes out before the settle when the reservation covers

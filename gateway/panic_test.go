@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/gateway"
 )
 
@@ -117,6 +118,9 @@ func TestPanicMidStreamEndsItWithAnErrorEvent(t *testing.T) {
 	}
 	if !strings.Contains(body, `"error"`) || !strings.Contains(body, "internal error") || strings.Contains(body, "[DONE]") {
 		t.Errorf("stream %q; want it ended by an error event, without [DONE]", body)
+	}
+	if r := resp.Trailer.Get(failure.HeaderReason); r == "" {
+		t.Errorf("trailers %v; want the failure's reason", resp.Trailer)
 	}
 	if err := g.stack.Flush(context.Background(), ""); err != nil {
 		t.Fatal(err)

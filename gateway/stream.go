@@ -322,6 +322,10 @@ func afterCommit(fe *failure.Error) *failure.Error {
 	return &cp
 }
 
+// streamTrailers are the trailers a stream announces: its cost, and the
+// failure that ended it after output started (failure.SetHeader's).
+var streamTrailers = HeaderCostUSD + ", " + failure.HeaderKind + ", " + failure.HeaderReason
+
 // commit writes the stream's response header.
 func (c *call) commit(d *route.Deployment, up http.Header, output bool) {
 	h := c.w.Header()
@@ -333,7 +337,10 @@ func (c *call) commit(d *route.Deployment, up http.Header, output bool) {
 	}
 	copyRateLimits(h, up)
 	c.progressHeaders(d.Name)
-	h.Set("Trailer", HeaderCostUSD)
+	// The cost is known when the stream ends, and so is a failure after
+	// output started (its error event says it in the body; the trailers
+	// say it as a refusal's headers do).
+	h.Set("Trailer", streamTrailers)
 	c.w.WriteHeader(http.StatusOK)
 	c.committed = true
 	if output {
