@@ -229,11 +229,15 @@ func (m *Manager) setKills(s killSet) { m.kills.Store(&s) }
 // reservation, another call of the tenant was admitted against it, and
 // the tenant spent $1.60 of $1.00). A failed write is left to the next
 // tick; the reservations then live on their earlier expiry. Closed steps
-// whose settle is still being written are renewed too. Open steps of an
-// ended run are not renewed: a kill or the deadline cancels them, and one
-// that has not settled a TTL after its run ended (a caller that never
-// calls Settle or Fail) lets its money go, as before a run's end kept
-// in-flight reservations.
+// whose settle is still being written are renewed too. Open steps of a
+// drained run (a hard end: a kill or the deadline canceled them) are not
+// renewed: one that has not settled a TTL after its run ended (a caller
+// that never calls Settle or Fail) lets its money go. Open steps of a run
+// ended softly (its turns used, its money refused to another call) run on
+// uncanceled, so they keep their money until they settle or the run's
+// deadline drains them (an adversarial review: a soft-stopped run's long
+// call lost its reservation after the TTL, and the tenant spent $1.60 of
+// $1.00).
 func (m *Manager) renewOpen(ctx context.Context) {
 	var ids []string
 	for _, r := range m.held() {
@@ -244,7 +248,7 @@ func (m *Manager) renewOpen(ctx context.Context) {
 		for a := range r.settling {
 			ids = a.holds(ids)
 		}
-		if !r.ended {
+		if !r.drained {
 			for a := range r.open {
 				ids = a.holds(ids)
 			}
