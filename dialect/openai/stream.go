@@ -35,11 +35,17 @@ type ChunkChoice struct {
 }
 
 // Delta is the increment a chunk adds to the assistant message.
+// ReasoningContent and Reasoning are the reasoning text that
+// OpenAI-compatible servers stream beside the answer (DeepSeek's and
+// vLLM's reasoning_content, OpenRouter's and Ollama's reasoning): output
+// the provider bills, counted in a cut stream's estimate.
 type Delta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	Refusal   *string         `json:"refusal,omitempty"`
-	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	Refusal          *string         `json:"refusal,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	Reasoning        *string         `json:"reasoning,omitempty"`
+	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
 }
 
 // ToolCallDelta is part of a tool call: the first delta for an Index has
@@ -212,6 +218,12 @@ func (a *Accumulator) Add(data []byte) error {
 		}
 		if d.Refusal != nil {
 			a.chars += int64(len(*d.Refusal))
+		}
+		if d.ReasoningContent != nil {
+			a.chars += int64(len(*d.ReasoningContent))
+		}
+		if d.Reasoning != nil {
+			a.chars += int64(len(*d.Reasoning))
 		}
 		for _, tc := range d.ToolCalls {
 			a.chars += int64(len(tc.Function.Name) + len(tc.Function.Arguments))
