@@ -109,8 +109,7 @@ func (s *anthropicStream) reported() bool {
 
 func (s *anthropicStream) usage() (dialect.Usage, bool) {
 	u := s.acc.Estimate(s.prompt)
-	_, reported := s.acc.Usage()
-	return u, !reported || !s.acc.Complete()
+	return u, !s.acc.Final() || !s.acc.Complete()
 }
 
 // answerFacts reads a message's id, model and stop_reason.

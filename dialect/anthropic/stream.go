@@ -71,7 +71,10 @@ type Accumulator struct {
 
 	usage    Usage
 	reported bool
-	chars    int64
+	// final: a message_delta stated usage (the output count;
+	// message_start's is a placeholder).
+	final bool
+	chars int64
 	// searches counts the web searches begun (server_tool_use blocks
 	// named web_search), for a stream cut before its usage says.
 	searches int64
@@ -207,7 +210,7 @@ func (a *Accumulator) Add(data []byte) error {
 				st := *u.ServerToolUse
 				a.usage.ServerToolUse = &st
 			}
-			a.reported = true
+			a.reported, a.final = true, true
 		}
 	case EventMessageStop:
 		a.stopped = true
@@ -246,21 +249,27 @@ func (a *Accumulator) Complete() bool { return a.stopped }
 func (a *Accumulator) Err() *ErrorObject { return a.err }
 
 // Estimate returns the reported usage, with output_tokens raised to the
-// estimate from the output characters when the stream did not complete
-// (message_start's output count is a placeholder); without any reported
-// usage, Input = promptTokens. Its web searches are at least those begun
-// (server_tool_use blocks named web_search).
+// estimate from the output characters when the stream did not complete or
+// no message_delta stated its usage (message_start's output count is a
+// placeholder: an Anthropic-compatible server, or a proxy, that leaves the
+// delta's usage out would have 40,000 characters charged as one token);
+// without any reported usage, Input = promptTokens. Its web searches are
+// at least those begun (server_tool_use blocks named web_search).
 func (a *Accumulator) Estimate(promptTokens int64) dialect.Usage {
 	est := dialect.EstimateTokens(a.chars)
 	if !a.reported {
 		return dialect.Usage{Input: promptTokens, Output: est, WebSearches: a.searches}
 	}
 	u, _ := a.Usage()
-	if !a.stopped {
+	if !a.stopped || !a.final {
 		u.Output = max(u.Output, est)
 	}
 	return u
 }
+
+// Final reports whether a message_delta stated the stream's usage: its
+// output count is then the provider's, not message_start's placeholder.
+func (a *Accumulator) Final() bool { return a.final }
 
 // ID, Model and StopReason return the streamed message's id and model
 // (message_start) and its stop_reason (message_delta); "" before them.
