@@ -573,7 +573,7 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 			case c.reading2xx: // generated whole: as a cut answer
 				c.chargeCut(d)
 			case sent.Load():
-				c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
+				c.chargeUnanswered(d)
 			}
 			panic(p)
 		}
@@ -596,10 +596,9 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 		// The request reached the provider, and the attempt ended without
 		// its answer or its word that it failed: canceled (the client
 		// went away, the run was killed or stopped), timed out, its
-		// connection lost or its stream cut. The provider bills the
-		// prompt: charge it, estimated, as a cut stream is charged, so
-		// that the run's limits count it and hold the retry's money.
-		c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
+		// connection lost or its stream cut. Charged, estimated, so that
+		// the run's limits count it and hold the retry's money.
+		c.chargeUnanswered(d)
 	}
 	if fe.Kind != failure.Fatal && !c.committed && c.chargeCount() > charged {
 		c.coverNext(fe)
@@ -611,6 +610,24 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 			slogString("deployment", d.Name), slogErr(fe), slogString("detail", detail(fe)))
 	}
 	return fe
+}
+
+// chargeUnanswered charges an attempt that reached the provider and
+// ended without its answer or its word that it failed, estimated. A
+// stream is charged its prompt: the provider stops generating when its
+// connection goes, and what it streamed before a cut is charged as the
+// stream's (chargeStream). A non-streamed call is charged as a cut answer
+// is (chargeCut): the provider generates it whole before its answer's
+// headers go out, so one belay stopped waiting for (timeouts.first_byte
+// while a reasoning model thinks, a kill, a lost connection) may be
+// billed whole (an adversarial review: charged its prompt only, such a
+// call's retry was admitted as if no output were billed).
+func (c *call) chargeUnanswered(d *route.Deployment) {
+	if c.req.stream {
+		c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
+		return
+	}
+	c.chargeCut(d)
 }
 
 // coverNext holds the money for another attempt after the failed

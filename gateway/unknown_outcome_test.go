@@ -58,8 +58,10 @@ func TestCutAnswerChargedAndItsRetryHeld(t *testing.T) {
 }
 
 // An attempt that belay's own first_byte timeout ends after the request
-// reached the provider (which goes on and bills the prompt) is charged its
-// prompt, estimated, as a canceled one is (it was charged nothing).
+// reached the provider (which goes on and bills it) is charged,
+// estimated, its prompt and, being non-streamed (generated whole before
+// its headers), its output limit, as a cut answer is (it was charged
+// nothing, then its prompt only).
 func TestTimedOutAttemptChargedItsPrompt(t *testing.T) {
 	var calls atomic.Int32
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +76,7 @@ func TestTimedOutAttemptChargedItsPrompt(t *testing.T) {
 		t.Fatalf("status %d after %d upstream calls: %s; want 504 after 3", resp.StatusCode, calls.Load(), b)
 	}
 	// belay's estimate of the prompt: 80,000 characters at 4 per token, and the message's overhead.
-	if rec := g.run("to"); rec.InputTokens < 3*20000 || rec.InputTokens > 3*20100 || rec.OutputTokens != 0 {
-		t.Errorf("run %+v; want 3 prompts of about 20,000 tokens charged, no output", rec)
+	if rec := g.run("to"); rec.InputTokens < 3*20000 || rec.InputTokens > 3*20100 || rec.OutputTokens != 3*10 || !rec.CostEstimated {
+		t.Errorf("run %+v; want 3 prompts of about 20,000 tokens and 3 output limits of 10 charged, estimated", rec)
 	}
 }
