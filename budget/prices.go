@@ -85,7 +85,16 @@ var builtinPrices = map[string]map[string]Price{
 		"claude-opus-4-5": price("5.00", "0.50", "6.25", "25.00"),
 		"claude-opus-4-6": price("5.00", "0.50", "6.25", "25.00"),
 		"claude-opus-4-7": price("5.00", "0.50", "6.25", "25.00"),
-		"claude-sonnet-4": price("3.00", "0.30", "3.75", "15.00"),
+		// Sonnet 4, 4.5 and 4.6 (one entry catches all three) bill a
+		// request whose prompt is above 200,000 tokens (the 1M-token
+		// context window) at $6 in and $22.50 out for all its tokens, the
+		// cache multipliers applying on top (platform.claude.com pricing,
+		// "Long context pricing").
+		"claude-sonnet-4": {
+			Input: usd("3.00"), CachedInput: usd("0.30"), CacheWrite: usd("3.75"), Output: usd("15.00"),
+			LongPromptTokens: 200_000,
+			LongPrompt:       &Price{Input: usd("6.00"), Output: usd("22.50")},
+		},
 		// Sonnet 5 and 5.5: $2 in, $10 out, cache read $0.20, 5-minute
 		// cache write $2.50 (platform.claude.com, models/sonnet-5 and
 		// models/sonnet-5-5 overviews, read 2026-11-30).

@@ -3,6 +3,7 @@ package budget
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -47,7 +48,12 @@ func TestPricingCostKnownValues(t *testing.T) {
 		// 100·2 + 1000·0.20 + 2000·2.50 + 50·10 = 5900 µ$
 		{"sonnet 5.5 cache", "anthropic", "claude-sonnet-5-5", UsageFromAnthropic(100, 50, 1000, 2000), "0.0059"},
 		{"sonnet 5", "anthropic", "claude-sonnet-5", UsageFromAnthropic(1_000_000, 1_000_000, 0, 0), "12.00"},
-		{"sonnet 4.6 by the 4 prefix", "anthropic", "claude-sonnet-4-6", UsageFromAnthropic(1_000_000, 0, 0, 0), "3.00"},
+		{"sonnet 4.6 by the 4 prefix", "anthropic", "claude-sonnet-4-6", UsageFromAnthropic(100_000, 0, 0, 0), "0.30"},
+		// Above 200,000 prompt tokens (cache reads count) every token is at
+		// the long-context rates, $6 / $22.50, the cache multipliers on them.
+		{"sonnet 4.5 at 200,000", "anthropic", "claude-sonnet-4-5", UsageFromAnthropic(200_000, 10_000, 0, 0), "0.75"},
+		{"sonnet 4.5 long context", "anthropic", "claude-sonnet-4-5", UsageFromAnthropic(500_000, 10_000, 0, 0), "3.225"},
+		{"sonnet 4 long context by its cache reads", "anthropic", "claude-sonnet-4-20250514", UsageFromAnthropic(100_000, 0, 150_000, 0), "0.69"},
 		{"opus 4.1 old tier", "anthropic", "claude-opus-4-1-20250805", UsageFromAnthropic(1_000_000, 0, 0, 0), "15.00"},
 		{"opus 4.5 new tier", "anthropic", "claude-opus-4-5-20251101", UsageFromAnthropic(1_000_000, 0, 0, 0), "5.00"},
 		{"opus 4 dated", "anthropic", "claude-opus-4-20250514", UsageFromAnthropic(0, 1_000_000, 0, 0), "75.00"},
@@ -177,7 +183,7 @@ func TestLookupCacheAgreesWithTheTable(t *testing.T) {
 			for _, model := range names {
 				pr, m, err := p.Lookup(prov, model)
 				wpr, wm, werr := p.lookup(prov, model)
-				if pr != wpr || m != wm || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+				if !reflect.DeepEqual(pr, wpr) || m != wm || (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
 					t.Fatalf("round %d: Lookup(%q, %q) = %+v %+v %v; the table gives %+v %+v %v", round, prov, model, pr, m, err, wpr, wm, werr)
 				}
 			}
