@@ -74,6 +74,10 @@ var builtinPrices = map[string]map[string]Price{
 		"gpt-5":        price("1.25", "0.125", "", "10.00"),
 		"gpt-5-mini":   price("0.25", "0.025", "", "2.00"),
 		"gpt-5-nano":   price("0.05", "0.005", "", "0.40"),
+		// The -pro models are priced apart, without a cached-input price
+		// (cached tokens are then charged as input).
+		"gpt-5-pro": price("15.00", "", "", "120.00"),
+		"o3-pro":    price("20.00", "", "", "80.00"),
 	},
 	"anthropic": {
 		// Opus 4 and 4.1 kept the old $15/$75 tier; Opus 4.5 and later

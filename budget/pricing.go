@@ -374,17 +374,53 @@ func tieBreak(cand, cur, want string) bool {
 	return cand < cur
 }
 
-// matches reports whether entry prices model: equal, or a prefix followed
-// by a separator such as '-', '.', ':' or '@'.
+// matches reports whether entry prices model: equal, or entry followed by
+// a separator (any byte but a lower-case letter or a digit: '-', '.', ':',
+// '@') and a snapshot or version of it: segments each all digits (a date,
+// 2024-08-06 or 20250514; a minor version, claude-sonnet-4-5), v and
+// digits, "latest", "preview" or "exp". Any other segment names another
+// product at another price (gpt-5-pro is not gpt-5, o4-mini-deep-research
+// is not o4-mini, gpt-4o-audio-preview is not gpt-4o: an adversarial
+// review found gpt-5-pro charged a twelfth of its price), so such a model
+// is unpriced unless an entry of its own prices it.
 func matches(model, entry string) bool {
 	if !strings.HasPrefix(model, entry) {
 		return false
 	}
-	if len(model) == len(entry) {
+	rest := model[len(entry):]
+	if rest == "" {
 		return true
 	}
-	c := model[len(entry)]
-	return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
+	if alnum(rest[0]) {
+		return false
+	}
+	for _, seg := range strings.FieldsFunc(rest, func(r rune) bool { return r < 0x80 && !alnum(byte(r)) }) {
+		if !snapshotTag(seg) {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// snapshotTag reports whether seg names a snapshot or version of a model:
+// all digits, v and digits, "latest", "preview" or "exp".
+func snapshotTag(seg string) bool {
+	switch seg {
+	case "latest", "preview", "exp":
+		return true
+	}
+	digits := strings.TrimPrefix(seg, "v")
+	if digits == "" {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func normProvider(p string) string {

@@ -281,3 +281,41 @@ func TestEstimateWrites(t *testing.T) {
 		t.Errorf("gpt-4o with writes: %s, want $0.0026 (1,000·2.50 + 10·10)", got)
 	}
 }
+
+// A table entry prices a model's snapshots and versions (dates, minor
+// versions, "latest", "preview", "exp", vN), not other products whose
+// names start with it: gpt-5-pro is priced by its own entry, and
+// o4-mini-deep-research or gpt-4o-audio-preview by none.
+func TestLookupMatchesSnapshotsOnly(t *testing.T) {
+	p := DefaultPricing()
+	for _, c := range []struct{ model, entry string }{
+		{"gpt-4o-2024-08-06", "gpt-4o"},
+		{"gpt-4o-mini-v2", "gpt-4o-mini"},
+		{"gpt-5-pro", "gpt-5-pro"},
+		{"gpt-5-pro-2025-10-06", "gpt-5-pro"},
+		{"o3-pro", "o3-pro"},
+		{"claude-sonnet-4@20250514", "claude-sonnet-4"},
+		{"claude-sonnet-4-5-20250929", "claude-sonnet-4"},
+		{"claude-3-5-haiku-latest", "claude-3-5-haiku"},
+		{"gemini-2.5-pro-exp-03-25", "gemini-2.5-pro"},
+		{"gemini-2.5-flash-preview-05-20", "gemini-2.5-flash"},
+		{"o4-mini-deep-research", ""},
+		{"gpt-4o-audio-preview", ""},
+		{"gpt-4o-realtime-preview-2024-12-17", ""},
+		{"o3-deep-research", ""},
+		{"gpt-5-chat-latest", ""},
+		{"gpt-4oo", ""},
+		{"gpt-4o-ü", ""},
+	} {
+		_, m, err := p.Lookup("", c.model)
+		if c.entry == "" {
+			if err == nil {
+				t.Errorf("%s: priced as %s; want it unpriced", c.model, m.Model)
+			}
+			continue
+		}
+		if err != nil || m.Model != c.entry {
+			t.Errorf("%s: priced as %q (%v); want %q", c.model, m.Model, err, c.entry)
+		}
+	}
+}
