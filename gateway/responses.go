@@ -39,6 +39,9 @@ func (responsesFront) parse(body []byte) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := priorityTier(body); err != nil {
+		return nil, err
+	}
 	if r.Background != nil && *r.Background {
 		return nil, dialect.Field("background", "is not served through belay: a background response is fetched later with "+
 			"GET /v1/responses/{id}, which belay does not relay, and its cost would go unrecorded; send the request without it")
