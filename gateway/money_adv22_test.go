@@ -42,13 +42,12 @@ func mustUSD(t *testing.T, s string) budget.USD {
 }
 
 // An OpenAI-compatible reasoning model (DeepSeek R1 on vLLM, say) streams
-// its thinking as delta.reasoning_content, which it bills as output. The
-// stream watcher counts such a delta as output (the stream commits on it),
-// but a stream cut before its usage chunk is estimated from the content,
-// refusal and tool-call characters only: 40,000 characters of reasoning
-// are charged as 0 output tokens, where a cut stream of 40,000 characters
-// of content is charged 10,000.
-func TestAdv22_CutStreamReasoningContentChargedNoOutput(t *testing.T) {
+// its thinking as delta.reasoning_content, which it bills as output. A
+// stream cut before its usage chunk is estimated from its output
+// characters, reasoning included: 40,000 characters of reasoning are
+// charged as about 10,000 output tokens, as 40,000 of content are (they
+// were charged as none).
+func TestAdv22_CutStreamReasoningContentChargedAsOutput(t *testing.T) {
 	for _, field := range []string{"content", "reasoning_content"} {
 		t.Run(field, func(t *testing.T) {
 			url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
@@ -76,10 +75,10 @@ func TestAdv22_CutStreamReasoningContentChargedNoOutput(t *testing.T) {
 
 // Claude Sonnet 4 and 4.5 bill a request above 200,000 input tokens (the
 // 1M-context window) at the long-context rates, $6 in and $22.50 out per
-// million (platform.claude.com pricing, "Long context pricing"); the
-// built-in table prices it at the standard $3 / $15, so a huge prompt is
-// charged half what it costs, and its reservation is half what it needs.
-func TestAdv22_SonnetLongContextPricedAtStandardRate(t *testing.T) {
+// million (platform.claude.com pricing, "Long context pricing"), and the
+// built-in table prices it so (it priced it at the standard $3 / $15:
+// half its cost, and a reservation of half what it needs).
+func TestAdv22_SonnetLongContextPricedAtLongContextRates(t *testing.T) {
 	url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
@@ -99,12 +98,12 @@ func TestAdv22_SonnetLongContextPricedAtStandardRate(t *testing.T) {
 }
 
 // The price table matches a model by the longest entry that is a prefix of
-// its name, meant for dated snapshots (gpt-4o-2024-08-06 → gpt-4o). But
-// OpenAI's -pro models are other products at other prices: gpt-5-pro
-// ($15 / $120 per million) is priced as gpt-5 ($1.25 / $10), o3-pro
-// ($20 / $80) as o3 ($2 / $8). No warning is given (the model counts as
-// priced), and the run's limit holds a twelfth of what the call costs.
-func TestAdv22_ProModelsPricedAsTheirBaseModel(t *testing.T) {
+// its name followed by a snapshot or version (gpt-4o-2024-08-06 → gpt-4o).
+// OpenAI's -pro models are other products at other prices, with entries
+// of their own: gpt-5-pro ($15 / $120 per million) was priced as gpt-5
+// ($1.25 / $10), o3-pro ($20 / $80) as o3 ($2 / $8), with no warning, and
+// a run's limit held a twelfth of what the call cost.
+func TestAdv22_ProModelsPricedAtTheirOwnPrices(t *testing.T) {
 	for _, c := range []struct{ model, want string }{
 		{"gpt-5-pro", "2.70"}, // 100,000 × $15/M + 10,000 × $120/M
 		{"o3-pro", "2.80"},    // 100,000 × $20/M + 10,000 × $80/M
@@ -166,11 +165,10 @@ func TestAdv22_PriorityServiceTierRefused(t *testing.T) {
 // A Messages stream states its output in message_delta's usage; the
 // output_tokens of message_start is a placeholder (1). A stream that
 // completes (message_stop) without a message_delta usage — an
-// Anthropic-compatible server, a proxy that drops it — is charged that
-// placeholder: 40,000 characters of answer cost one output token, where
-// the same stream cut before message_stop is estimated at 10,000. (Its
-// cost is not marked estimated either.)
-func TestAdv22_AnthropicStreamWithoutDeltaUsageChargedPlaceholder(t *testing.T) {
+// Anthropic-compatible server, a proxy that drops it — is charged its
+// output estimated from its characters, as a cut one is, not that
+// placeholder (40,000 characters of answer were charged one token).
+func TestAdv22_AnthropicStreamWithoutDeltaUsageChargedItsEstimate(t *testing.T) {
 	url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -199,11 +197,11 @@ func TestAdv22_AnthropicStreamWithoutDeltaUsageChargedPlaceholder(t *testing.T) 
 // A non-streamed call is generated whole before its answer's headers go
 // out, and the provider bills it whole even when belay stops waiting: a
 // 2xx body cut on its way is charged its prompt and its output limit
-// (chargeCut: "the provider generated it whole"). But the same call timed
-// out at timeouts.first_byte — while the provider was generating it, as a
-// reasoning model does for minutes — is charged its prompt only, and the
-// retry (or the run's next call) is admitted as if no output were billed.
-func TestAdv22_NonStreamFirstByteTimeoutChargedPromptOnly(t *testing.T) {
+// (chargeCut: "the provider generated it whole"), and so is the same call
+// timed out at timeouts.first_byte while the provider was generating it,
+// as a reasoning model does for minutes (it was charged its prompt only,
+// and its retry admitted as if no output were billed).
+func TestAdv22_NonStreamFirstByteTimeoutChargedItsOutputLimit(t *testing.T) {
 	url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		<-r.Context().Done() // still generating when belay gives up
