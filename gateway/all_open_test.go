@@ -100,9 +100,21 @@ models:
 	if st := g.adminPost(t, "/admin/kill", `{"target":"deployment","name":"a","reason":"test"}`, "adm"); st != 200 {
 		t.Fatalf("kill a: %d", st)
 	}
-	resp, _ = g.do("POST", "/v1/chat/completions", chat)
+	resp, body = g.do("POST", "/v1/chat/completions", chat)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "3600" {
 		t.Errorf("a killed, b open: %d Retry-After %q; want 503 with b's wait", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// The message tells the killed deployment from the open breaker (a
+	// newcomer finding: "a" was named among the open breakers, its own
+	// closed), and the answer has a request id as belay's other refusals do.
+	_, _, msg = decodeError(t, body)
+	want = `no deployment of model "m" can take a call now: the circuit breaker of b is open, and a (deployment a: test) is killed; ` +
+		`a call may get through again in 1h0m0s (Retry-After)`
+	if msg != want {
+		t.Errorf("a killed, b open: message %q\nwant %q", msg, want)
+	}
+	if id := resp.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_belay_") {
+		t.Errorf("a killed, b open: X-Request-Id %q; want belay's own", id)
 	}
 	if st := g.adminPost(t, "/admin/kill", `{"target":"deployment","name":"b","reason":"test"}`, "adm"); st != 200 {
 		t.Fatalf("kill b: %d", st)

@@ -168,6 +168,7 @@ func (c *call) relayProviderError(fe *failure.Error) (int, error) {
 // attempt and no turn.
 func (c *call) refuseAllOpen(wait time.Duration) (int, error) {
 	fe := c.allOpenFailure(wait)
+	c.setRequestID()
 	writeFailure(c.w, c.f, fe)
 	return statusOf(c.f, fe), fe
 }
@@ -175,16 +176,44 @@ func (c *call) refuseAllOpen(wait time.Duration) (int, error) {
 // allOpenFailure is the CircuitOpen failure of a call whose chain's
 // breakers all refuse it, naming the deployments, with wait (how long
 // until the first lets a call through) as its Retry-After and, in whole
-// seconds rounded up, in its message.
+// seconds rounded up, in its message. Deployments a kill flag disables
+// are named apart, with their flags: their breakers may be closed (a
+// newcomer finding: a killed deployment was named among the open
+// breakers, while GET /admin/breakers said it was closed).
 func (c *call) allOpenFailure(wait time.Duration) *failure.Error {
-	names := make([]string, 0, len(c.chain))
+	open := make([]string, 0, len(c.chain))
+	var killed []string
 	for _, d := range c.chain {
-		names = append(names, d.Name)
+		if c.s.disabled != nil {
+			if k, off := c.s.disabled(d); off {
+				killed = append(killed, fmt.Sprintf("%s (%s)", d.Name, killFlag(k)))
+				continue
+			}
+		}
+		open = append(open, d.Name)
+	}
+	after := (wait + time.Second - 1).Truncate(time.Second)
+	msg := fmt.Sprintf("every deployment of model %q has its circuit breaker open (%s); a call may get through again in %s (Retry-After)",
+		c.alias, strings.Join(open, ", "), after)
+	if len(killed) > 0 {
+		breakers := "the circuit breaker of " + open[0] + " is"
+		if len(open) > 1 {
+			breakers = "the circuit breakers of " + strings.Join(open, ", ") + " are"
+		}
+		msg = fmt.Sprintf("no deployment of model %q can take a call now: %s open, and %s %s killed; "+
+			"a call may get through again in %s (Retry-After)",
+			c.alias, breakers, strings.Join(killed, ", "), pluralIs(len(killed)), after)
 	}
 	return &failure.Error{Kind: failure.Degraded, Reason: failure.CircuitOpen, Cause: breaker.ErrOpen,
-		RetryAfter: wait, HasRetryAfter: true,
-		Message: fmt.Sprintf("every deployment of model %q has its circuit breaker open (%s); a call may get through again in %s (Retry-After)",
-			c.alias, strings.Join(names, ", "), (wait + time.Second - 1).Truncate(time.Second))}
+		RetryAfter: wait, HasRetryAfter: true, Message: msg}
+}
+
+// pluralIs is "is" for one, "are" for more.
+func pluralIs(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // reopenIn returns how long after now the first breaker of chain lets a
