@@ -20,7 +20,7 @@ func baseURL(t testing.TB) string {
 	u := os.Getenv(envURL)
 	if u == "" {
 		t.Skip(envURL + " not set: PostgreSQL tests need a server; set it to e.g. " +
-			"postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+			"postgres://root@127.0.0.1:5432/test?sslmode=disable (the README's)")
 	}
 	return u
 }
