@@ -323,10 +323,12 @@ func OpenStore(ctx context.Context, url string) (store.Store, error) {
 }
 
 // InMemoryStore reports whether url names the in-memory store
-// (memory://), which keeps nothing once the process ends.
+// (memory://), which keeps nothing once the process ends. A bare "memory"
+// is a SQLite file path, as every value without a scheme is (a newcomer
+// finding: `--store memory` kept nothing, and said nothing of it).
 func InMemoryStore(url string) bool {
-	scheme, _, _ := strings.Cut(url, "://")
-	return scheme == "memory"
+	scheme, _, ok := strings.Cut(url, "://")
+	return ok && scheme == "memory"
 }
 
 func usesSim(cfg *config.Config) bool {
