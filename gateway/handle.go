@@ -780,10 +780,12 @@ func (s *Server) unknownModel(d failure.Dialect, model string) *failure.Error {
 
 // charge records the usage of an attempt on d. A negative count (an
 // upstream bug: a negative prompt_tokens, or cached tokens above the
-// prompt) is charged and recorded as 0, and logged.
+// prompt) is charged and recorded as 0, one above maxUsageCount as
+// maxUsageCount, and logged.
 func (c *call) charge(d *route.Deployment, u dialect.Usage, estimated bool) {
-	if clamped, neg := clampUsage(u); neg {
-		c.s.log.LogAttrs(c.r.Context(), slog.LevelWarn, "upstream reported a negative token or tool call count; charged as 0",
+	if clamped, odd := clampUsage(u); odd {
+		c.s.log.LogAttrs(c.r.Context(), slog.LevelWarn, "upstream reported a negative or impossibly large token or tool call count; "+
+			"charged as 0 or as the largest count belay keeps",
 			slogString("run", c.runID), slogString("deployment", d.Name),
 			slog.Int64("input", u.Input), slog.Int64("output", u.Output), slog.Int64("cached_input", u.CachedInput),
 			slog.Int64("cache_write", u.CacheWrite), slog.Int64("cache_write_1h", u.CacheWrite1h), slog.Int64("reasoning", u.Reasoning),
@@ -798,16 +800,28 @@ func (c *call) charge(d *route.Deployment, u dialect.Usage, estimated bool) {
 	c.mu.Unlock()
 }
 
-// clampUsage returns u with negative counts set to 0, and whether there
-// were any.
+// maxUsageCount bounds each count of a charge: 2^40 (about 1.1 × 10^12
+// tokens or tool calls), far above what any call is billed, and low
+// enough that the sums of a call's counts (a prompt's input, cache reads
+// and writes) and of a run's calls cannot wrap past int64 (an adversarial
+// review: counts near 2^62 summed to a negative prompt, which a run's
+// token limit let through).
+const maxUsageCount = 1 << 40
+
+// clampUsage returns u with each count within [0, maxUsageCount], and
+// whether any was not.
 func clampUsage(u dialect.Usage) (dialect.Usage, bool) {
-	neg := u.Input < 0 || u.Output < 0 || u.CachedInput < 0 || u.CacheWrite < 0 || u.CacheWrite1h < 0 || u.Reasoning < 0 ||
-		u.WebSearches < 0 || u.FileSearches < 0
-	u.Input, u.Output, u.CachedInput = max(u.Input, 0), max(u.Output, 0), max(u.CachedInput, 0)
-	u.CacheWrite, u.Reasoning = max(u.CacheWrite, 0), max(u.Reasoning, 0)
-	u.WebSearches, u.FileSearches = max(u.WebSearches, 0), max(u.FileSearches, 0)
-	u.CacheWrite1h = min(max(u.CacheWrite1h, 0), u.CacheWrite)
-	return u, neg
+	odd := false
+	clamp := func(v *int64) {
+		if n := min(max(*v, 0), maxUsageCount); n != *v {
+			*v, odd = n, true
+		}
+	}
+	for _, v := range []*int64{&u.Input, &u.Output, &u.CachedInput, &u.CacheWrite, &u.CacheWrite1h, &u.Reasoning, &u.WebSearches, &u.FileSearches} {
+		clamp(v)
+	}
+	u.CacheWrite1h = min(u.CacheWrite1h, u.CacheWrite)
+	return u, odd
 }
 
 func (c *call) chargeCount() int {

@@ -216,3 +216,42 @@ func TestAdv22_NonStreamFirstByteTimeoutChargedItsOutputLimit(t *testing.T) {
 		t.Errorf("a non-streamed call timed out at first_byte was charged %s; want its prompt and output limit (≥ $1.00), as a cut 2xx answer is", got)
 	}
 }
+
+// Usage counts near 2^62 (a hostile or broken upstream) are capped at
+// 2^40 each before they are summed: an Anthropic prompt's input, cache
+// reads and cache writes of 2^62 each wrapped past int64 to a negative
+// prompt, which a run's token limit let through. The run records a huge
+// positive prompt and cost, and its next call is refused for its tokens.
+func TestAdv22_HugeUsageCountsDoNotWrap(t *testing.T) {
+	var calls atomic.Int32
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-5-5","content":[{"type":"text","text":"ok"}],`+
+			`"stop_reason":"end_turn","usage":{"input_tokens":4611686018427387904,"output_tokens":1,`+
+			`"cache_creation_input_tokens":4611686018427387904,"cache_read_input_tokens":4611686018427387904}}`)
+	})
+	g := newGW(t, `
+listen: 127.0.0.1:0
+store: memory://
+retry: {max_attempts: 1}
+limits: {max_turns: 10, deadline: 1m, max_tokens: 1000000}
+models:
+  - alias: m
+    deployments:
+      - {name: d, provider: anthropic, model: claude-sonnet-5-5, base_url: "`+up.URL+`", api_key: k}
+`, nil)
+	msg := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+	if resp, body := g.do("POST", "/v1/messages", msg, "X-Belay-Run-Id", "huge"); resp.StatusCode != 200 {
+		t.Fatalf("first call: %d %s", resp.StatusCode, body)
+	}
+	rec := g.run("huge")
+	if rec.InputTokens < 3<<40 || rec.Cost <= 0 {
+		t.Errorf("run %+v; want a prompt of at least 3 × 2^40 tokens and a positive cost", rec)
+	}
+	resp, body := g.do("POST", "/v1/messages", msg, "X-Belay-Run-Id", "huge")
+	if resp.StatusCode == 200 || calls.Load() != 1 {
+		t.Errorf("second call: %d after %d upstream calls, %s; want it refused for the run's tokens before it is sent", resp.StatusCode, calls.Load(), body)
+	}
+}
