@@ -63,17 +63,22 @@ func anthropicCache(p Price) Price {
 // than trusting this table for billing.
 var builtinPrices = map[string]map[string]Price{
 	"openai": {
-		"gpt-4o":       price("2.50", "1.25", "", "10.00"),
-		"gpt-4o-mini":  price("0.15", "0.075", "", "0.60"),
-		"gpt-4.1":      price("2.00", "0.50", "", "8.00"),
-		"gpt-4.1-mini": price("0.40", "0.10", "", "1.60"),
-		"gpt-4.1-nano": price("0.10", "0.025", "", "0.40"),
-		"o3":           price("2.00", "0.50", "", "8.00"),
-		"o3-mini":      price("1.10", "0.55", "", "4.40"),
-		"o4-mini":      price("1.10", "0.275", "", "4.40"),
-		"gpt-5":        price("1.25", "0.125", "", "10.00"),
-		"gpt-5-mini":   price("0.25", "0.025", "", "2.00"),
-		"gpt-5-nano":   price("0.05", "0.005", "", "0.40"),
+		"gpt-4o": price("2.50", "1.25", "", "10.00"),
+		// gpt-4o's first snapshot kept its launch price.
+		"gpt-4o-2024-05-13": price("5.00", "", "", "15.00"),
+		"gpt-4o-mini":       price("0.15", "0.075", "", "0.60"),
+		"gpt-4.1":           price("2.00", "0.50", "", "8.00"),
+		"gpt-4.1-mini":      price("0.40", "0.10", "", "1.60"),
+		"gpt-4.1-nano":      price("0.10", "0.025", "", "0.40"),
+		"o3":                price("2.00", "0.50", "", "8.00"),
+		"o3-mini":           price("1.10", "0.55", "", "4.40"),
+		"o4-mini":           price("1.10", "0.275", "", "4.40"),
+		"gpt-5":             price("1.25", "0.125", "", "10.00"),
+		"gpt-5-mini":        price("0.25", "0.025", "", "2.00"),
+		"gpt-5-nano":        price("0.05", "0.005", "", "0.40"),
+		// Variants at gpt-5's price, named apart.
+		"gpt-5-codex":       price("1.25", "0.125", "", "10.00"),
+		"gpt-5-chat-latest": price("1.25", "0.125", "", "10.00"),
 		// The -pro models are priced apart, without a cached-input price
 		// (cached tokens are then charged as input).
 		"gpt-5-pro": price("15.00", "", "", "120.00"),
@@ -89,16 +94,18 @@ var builtinPrices = map[string]map[string]Price{
 		"claude-opus-4-5": price("5.00", "0.50", "6.25", "25.00"),
 		"claude-opus-4-6": price("5.00", "0.50", "6.25", "25.00"),
 		"claude-opus-4-7": price("5.00", "0.50", "6.25", "25.00"),
-		// Sonnet 4, 4.5 and 4.6 (one entry catches all three) bill a
-		// request whose prompt is above 200,000 tokens (the 1M-token
-		// context window) at $6 in and $22.50 out for all its tokens, the
-		// cache multipliers applying on top (platform.claude.com pricing,
-		// "Long context pricing").
+		// Sonnet 4 and 4.5 (one entry catches both) bill a request whose
+		// prompt is above 200,000 tokens (the 1M-token context window) at
+		// $6 in and $22.50 out for all its tokens, the cache multipliers
+		// applying on top; Sonnet 4.6 bills its whole 1M window at the
+		// standard price (platform.claude.com pricing, "Long context
+		// pricing").
 		"claude-sonnet-4": {
 			Input: usd("3.00"), CachedInput: usd("0.30"), CacheWrite: usd("3.75"), Output: usd("15.00"),
 			LongPromptTokens: 200_000,
 			LongPrompt:       &Price{Input: usd("6.00"), Output: usd("22.50")},
 		},
+		"claude-sonnet-4-6": price("3.00", "0.30", "3.75", "15.00"),
 		// Sonnet 5 and 5.5: $2 in, $10 out, cache read $0.20, 5-minute
 		// cache write $2.50 (platform.claude.com, models/sonnet-5 and
 		// models/sonnet-5-5 overviews, read 2026-11-30).

@@ -376,9 +376,10 @@ func tieBreak(cand, cur, want string) bool {
 
 // matches reports whether entry prices model: equal, or entry followed by
 // a separator (any byte but a lower-case letter or a digit: '-', '.', ':',
-// '@') and a snapshot or version of it: segments each all digits (a date,
-// 2024-08-06 or 20250514; a minor version, claude-sonnet-4-5), v and
-// digits, "latest", "preview" or "exp". Any other segment names another
+// '@'; not '.', which begins a point release, gpt-5.2 of gpt-5, priced
+// apart) and a snapshot or version of it: segments each all digits (a
+// date, 2024-08-06 or 20250514; a minor version, claude-sonnet-4-5), v
+// and digits, "latest", "preview" or "exp". Any other segment names another
 // product at another price (gpt-5-pro is not gpt-5, o4-mini-deep-research
 // is not o4-mini, gpt-4o-audio-preview is not gpt-4o: an adversarial
 // review found gpt-5-pro charged a twelfth of its price), so such a model
@@ -391,7 +392,7 @@ func matches(model, entry string) bool {
 	if rest == "" {
 		return true
 	}
-	if alnum(rest[0]) {
+	if alnum(rest[0]) || strings.Contains(rest, ".") { // ".": a point release (gpt-5.2), priced apart
 		return false
 	}
 	for _, seg := range strings.FieldsFunc(rest, func(r rune) bool { return r < 0x80 && !alnum(byte(r)) }) {

@@ -284,8 +284,9 @@ func TestEstimateWrites(t *testing.T) {
 
 // A table entry prices a model's snapshots and versions (dates, minor
 // versions, "latest", "preview", "exp", vN), not other products whose
-// names start with it: gpt-5-pro is priced by its own entry, and
-// o4-mini-deep-research or gpt-4o-audio-preview by none.
+// names start with it, nor its point releases: gpt-5-pro is priced by
+// its own entry, and o4-mini-deep-research, gpt-4o-audio-preview or
+// gpt-5.2 by none.
 func TestLookupMatchesSnapshotsOnly(t *testing.T) {
 	p := DefaultPricing()
 	for _, c := range []struct{ model, entry string }{
@@ -303,7 +304,11 @@ func TestLookupMatchesSnapshotsOnly(t *testing.T) {
 		{"gpt-4o-audio-preview", ""},
 		{"gpt-4o-realtime-preview-2024-12-17", ""},
 		{"o3-deep-research", ""},
-		{"gpt-5-chat-latest", ""},
+		{"gpt-5-chat-latest", "gpt-5-chat-latest"},
+		{"gpt-4o-2024-05-13", "gpt-4o-2024-05-13"},
+		{"claude-sonnet-4-6@20260217", "claude-sonnet-4-6"},
+		{"gpt-5.2", ""},
+		{"gpt-5.1-2025-11-13", ""},
 		{"gpt-4oo", ""},
 		{"gpt-4o-ü", ""},
 	} {

@@ -84,6 +84,13 @@ type Reason string
 // Error makes a Reason usable as an errors.Is target.
 func (r Reason) Error() string { return string(r) }
 
+// Known reports whether r is one of the reasons this package defines
+// (a newer gateway's reason, or free text, is not).
+func (r Reason) Known() bool {
+	_, ok := reasonKinds[r]
+	return ok
+}
+
 // Kind returns the kind a reason has by default. A classifier may override
 // it (a Retry-After longer than the policy allows turns RateLimited into
 // Degraded, for example).

@@ -89,12 +89,15 @@ type streamChunk struct {
 	PromptFeedback json.RawMessage `json:"promptFeedback"`
 	Choices        []struct {
 		Delta struct {
-			Content          json.RawMessage   `json:"content"`
-			ToolCalls        []json.RawMessage `json:"tool_calls"`
-			FunctionCall     json.RawMessage   `json:"function_call"`
-			Refusal          string            `json:"refusal"`
-			ReasoningContent string            `json:"reasoning_content"`
-			Reasoning        string            `json:"reasoning"`
+			Content      json.RawMessage   `json:"content"`
+			ToolCalls    []json.RawMessage `json:"tool_calls"`
+			FunctionCall json.RawMessage   `json:"function_call"`
+			// Raw: a member of another shape than OpenAI's (an object
+			// reasoning_content, Envoy AI Gateway's) must not make the
+			// whole chunk undecodable, its output and usage unseen.
+			Refusal          json.RawMessage `json:"refusal"`
+			ReasoningContent json.RawMessage `json:"reasoning_content"`
+			Reasoning        json.RawMessage `json:"reasoning"`
 		} `json:"delta"`
 	} `json:"choices"`
 	Usage         json.RawMessage `json:"usage"`
@@ -222,7 +225,7 @@ func hasOutput(typ string, c *streamChunk) bool {
 	for _, ch := range c.Choices { // OpenAI Chat
 		d := &ch.Delta
 		if nonEmptyJSON(d.Content) || len(d.ToolCalls) > 0 || !isNull(d.FunctionCall) ||
-			d.Refusal != "" || d.ReasoningContent != "" || d.Reasoning != "" {
+			nonEmptyJSON(d.Refusal) || nonEmptyJSON(d.ReasoningContent) || nonEmptyJSON(d.Reasoning) {
 			return true
 		}
 	}

@@ -64,7 +64,10 @@ type call struct {
 	// took for the settle; reading2xx: the attempt in progress reads a
 	// non-streamed 2xx body. For panicked.
 	answered, reading2xx bool
-	taken                []Charge
+	// errorStatus: the attempt in progress got a non-2xx status (the
+	// provider answered with an error: it generated nothing).
+	errorStatus bool
+	taken       []Charge
 
 	mu      sync.Mutex
 	charges []Charge
@@ -157,16 +160,22 @@ func (c *call) panicked(p any, stack []byte) (int, error) {
 		if c.answered { // the client has its whole answer: the call succeeded
 			o.Err = nil
 		}
-		if _, err := c.turn.Settle(context.WithoutCancel(c.r.Context()), o); err != nil {
+		cost, err := c.turn.Settle(context.WithoutCancel(c.r.Context()), o)
+		if err != nil {
 			c.s.log.LogAttrs(c.r.Context(), levelFor(err), "settle failed", slogString("run", c.runID), slogErr(err))
+		}
+		c.s.metrics.addSpend(c.tenant.Name, cost)
+		if c.committed { // a stream's cost goes in its trailer (see streamTrailers)
+			c.w.Header().Set(HeaderCostUSD, cost.Decimal())
 		}
 	}
 	switch {
 	case c.answered: // nothing may follow a whole answer
 		return http.StatusOK, nil
 	case c.committed:
-		failure.SetHeader(c.w.Header(), fe) // a trailer (see streamTrailers)
-		_ = c.relay(errorEventOf(c.f, c.streamed, fe))
+		cf := afterCommit(fe)               // as a stream's other failures after its output began
+		failure.SetHeader(c.w.Header(), cf) // a trailer (see streamTrailers)
+		_ = c.relay(errorEventOf(c.f, c.streamed, cf))
 	case !c.aw.begun:
 		return c.refuse(fe)
 	}
@@ -554,7 +563,7 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 	defer wd.stop()
 	var sent atomic.Bool
 	charged := c.chargeCount()
-	c.reading2xx = false
+	c.reading2xx, c.errorStatus = false, false
 	defer func() {
 		if p := recover(); p != nil {
 			// A panic during the attempt (see serveGuarded): charge what
@@ -616,14 +625,15 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 // ended without its answer or its word that it failed, estimated. A
 // stream is charged its prompt: the provider stops generating when its
 // connection goes, and what it streamed before a cut is charged as the
-// stream's (chargeStream). A non-streamed call is charged as a cut answer
+// stream's (chargeStream). So is an attempt whose error status came and
+// whose error body was lost: the provider generated nothing. A non-streamed call is charged as a cut answer
 // is (chargeCut): the provider generates it whole before its answer's
 // headers go out, so one belay stopped waiting for (timeouts.first_byte
 // while a reasoning model thinks, a kill, a lost connection) may be
 // billed whole (an adversarial review: charged its prompt only, such a
 // call's retry was admitted as if no output were billed).
 func (c *call) chargeUnanswered(d *route.Deployment) {
-	if c.req.stream {
+	if c.req.stream || c.errorStatus { // an error status: the body of an error, not an answer, was lost
 		c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
 		return
 	}

@@ -23,7 +23,7 @@ func (openAIFront) parse(body []byte) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := priorityTier(body); err != nil {
+	if err := priorityTier(r.ServiceTier); err != nil {
 		return nil, err
 	}
 	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimatePromptTokens(r), body: body,
@@ -197,21 +197,21 @@ func (s *openAIStream) facts() (string, string, []string) {
 	return s.acc.ID(), s.acc.Model(), s.acc.FinishReasons()
 }
 
-// priorityTier refuses a request (Chat Completions or Responses) that
-// asks for OpenAI's priority processing, service_tier "priority": OpenAI
-// bills it above the standard list prices (gpt-4o $4.25 / $17 per million
-// against $2.50 / $10; OpenAI's pricing page, "Priority"), which belay's
-// price table holds, so a run's and a tenant's money limits would not
-// hold (an adversarial review: a priority answer charged at the standard
-// price let a client spend 1.7× its limit). "auto", "default" and "flex"
-// (billed at or below the standard prices) pass.
-func priorityTier(body []byte) error {
-	if !bytes.Contains(body, []byte("priority")) { // most requests: no scan
-		return nil
-	}
+// priorityTier refuses a request (Chat Completions or Responses) whose
+// service_tier (raw, as the request decoder kept it: JSON escapes
+// undone, the last of duplicate members) asks for OpenAI's priority
+// processing, "priority": OpenAI bills it above the standard list prices
+// (gpt-4o $4.25 / $17 per million against $2.50 / $10; OpenAI's pricing
+// page, "Priority"), which belay's price table holds, so a run's and a
+// tenant's money limits would not hold (an adversarial review: a
+// priority answer charged at the standard price let a client spend 1.7×
+// its limit). "auto", "default" and "flex" (billed at or below the
+// standard prices) pass; a value that is not a string is the provider's
+// to refuse.
+func priorityTier(raw json.RawMessage) error {
 	var tier string
-	if dialect.DecodeMember(body, "service_tier", &tier) != nil || tier != "priority" {
-		return nil // absent, or not a string: the provider's to judge
+	if len(raw) == 0 || json.Unmarshal(raw, &tier) != nil || tier != "priority" {
+		return nil
 	}
 	return dialect.Field("service_tier", `"priority" is not served through belay: OpenAI bills priority processing above `+
 		"the standard list prices that belay's money limits are priced at, so a run's limit would not hold; "+

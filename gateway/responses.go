@@ -39,7 +39,7 @@ func (responsesFront) parse(body []byte) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := priorityTier(body); err != nil {
+	if err := priorityTier(r.ServiceTier); err != nil {
 		return nil, err
 	}
 	if r.Background != nil && *r.Background {

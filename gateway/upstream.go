@@ -219,6 +219,7 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	}
 	defer resp.Body.Close()
 	c.reading2xx = resp.StatusCode/100 == 2 // until attempt returns (not reset by a defer: see its recover)
+	c.errorStatus = !c.reading2xx
 	idle := c.s.timeoutsOf(d.Name).Idle.D()
 	wd.arm(idle, errIdle)
 	fe, head, rerr := failure.ClassifyHTTP(frontFor(d.Dialect).dialect(), resp)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -347,20 +348,29 @@ func writeRuns(w io.Writer, runs []store.Run, now time.Time) error {
 
 // runReason is why a run ended other than succeeding: a stopped run's
 // stop reason, or a failed run's failure reason, read from its recorded
-// error ("transient: connection_error from d: ..." gives connection_error).
-// An error of another form (a command agent's: "agent exited non-zero;
-// its stderr ended: ...") gives its first clause, up to the first ";" or
-// line break and at most runReasonMax runes (the last one "…" when cut):
-// --json has it whole.
+// error when it names one this build knows ("transient: connection_error
+// from d: ..." gives connection_error). An error of another form (a
+// command agent's "agent exited non-zero; its stderr ended: ...", or the
+// text a client ended its run with, "fatal: not a git repository") gives
+// its first clause, up to the first ";" or line break, with control and
+// bidirectional-formatting characters dropped (it is a table cell on an
+// operator's terminal) and at most runReasonMax runes (the last one "…"
+// when cut): --json has it whole.
 func runReason(r store.Run) string {
 	if r.StopReason != "" || r.Error == "" {
 		return r.StopReason
 	}
-	if _, reason, _, ok := failure.ParseText(r.Error); ok {
+	if _, reason, _, ok := failure.ParseText(r.Error); ok && reason.Known() {
 		return string(reason)
 	}
 	head, _, _ := strings.Cut(r.Error, ";")
 	head, _, _ = strings.Cut(head, "\n")
+	head = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return ' '
+		}
+		return r
+	}, head)
 	head = strings.Join(strings.Fields(head), " ")
 	if head == "" {
 		return "error"

@@ -51,6 +51,9 @@ type Request struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
 	User              *string         `json:"user,omitempty"`
 	Stop              json.RawMessage `json:"stop,omitempty"`
+	// ServiceTier is the processing tier asked for ("auto", "default",
+	// "flex", "priority"), as sent: its price differs by tier.
+	ServiceTier json.RawMessage `json:"service_tier,omitempty"`
 
 	Raw json.RawMessage `json:"-"`
 }

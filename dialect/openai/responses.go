@@ -45,6 +45,9 @@ type ResponsesRequest struct {
 	// Background asks the provider to run the response on its own and be
 	// polled for it (GET /v1/responses/{id}).
 	Background *bool `json:"background,omitempty"`
+	// ServiceTier is the processing tier asked for, as sent (see
+	// Request.ServiceTier).
+	ServiceTier json.RawMessage `json:"service_tier,omitempty"`
 	// Text holds the output format: {"format": {"type": "json_schema",
 	// "schema": ...}} asks for structured output.
 	Text json.RawMessage `json:"text,omitempty"`

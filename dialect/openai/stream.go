@@ -35,16 +35,19 @@ type ChunkChoice struct {
 }
 
 // Delta is the increment a chunk adds to the assistant message.
-// ReasoningContent and Reasoning are the reasoning text that
-// OpenAI-compatible servers stream beside the answer (DeepSeek's and
-// vLLM's reasoning_content, OpenRouter's and Ollama's reasoning): output
-// the provider bills, counted in a cut stream's estimate.
+// ReasoningContent and Reasoning are the reasoning that OpenAI-compatible
+// servers stream beside the answer (DeepSeek's and vLLM's
+// reasoning_content, OpenRouter's and Ollama's reasoning; some send both,
+// with the same text), raw: a string, or an object with a text member
+// (Envoy AI Gateway's), or another shape, which is not counted and does
+// not fail the chunk. Output the provider bills, counted once in a cut
+// stream's estimate (see reasoningChars).
 type Delta struct {
 	Role             string          `json:"role,omitempty"`
 	Content          *string         `json:"content,omitempty"`
 	Refusal          *string         `json:"refusal,omitempty"`
-	ReasoningContent *string         `json:"reasoning_content,omitempty"`
-	Reasoning        *string         `json:"reasoning,omitempty"`
+	ReasoningContent json.RawMessage `json:"reasoning_content,omitempty"`
+	Reasoning        json.RawMessage `json:"reasoning,omitempty"`
 	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
 }
 
@@ -219,12 +222,9 @@ func (a *Accumulator) Add(data []byte) error {
 		if d.Refusal != nil {
 			a.chars += int64(len(*d.Refusal))
 		}
-		if d.ReasoningContent != nil {
-			a.chars += int64(len(*d.ReasoningContent))
-		}
-		if d.Reasoning != nil {
-			a.chars += int64(len(*d.Reasoning))
-		}
+		// Servers in the rename's deprecation window send the reasoning
+		// under both names: it counts once.
+		a.chars += max(reasoningChars(d.ReasoningContent), reasoningChars(d.Reasoning))
 		for _, tc := range d.ToolCalls {
 			a.chars += int64(len(tc.Function.Name) + len(tc.Function.Arguments))
 		}
@@ -304,4 +304,25 @@ func looseError(raw json.RawMessage) *ErrorObject {
 		e.Param = &s
 	}
 	return e
+}
+
+// reasoningChars returns the characters of a delta's reasoning member:
+// a string's, or an object's text member's; 0 for any other shape.
+func reasoningChars(raw json.RawMessage) int64 {
+	if len(raw) == 0 {
+		return 0
+	}
+	var text string
+	if raw[0] == '{' {
+		var obj struct {
+			Text string `json:"text"`
+		}
+		if fastjson.Unmarshal(raw, &obj) != nil {
+			return 0
+		}
+		text = obj.Text
+	} else if fastjson.Unmarshal(raw, &text) != nil {
+		return 0
+	}
+	return int64(len(text))
 }
