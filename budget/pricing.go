@@ -375,11 +375,11 @@ func tieBreak(cand, cur, want string) bool {
 }
 
 // matches reports whether entry prices model: equal, or entry followed by
-// a separator (any byte but a lower-case letter or a digit: '-', '.', ':',
-// '@'; not '.', which begins a point release, gpt-5.2 of gpt-5, priced
-// apart) and a snapshot or version of it: segments each all digits (a
+// a snapshot or version of it, whose segments (separated by any byte but
+// a lower-case letter or a digit: '-', ':', '@') are each all digits (a
 // date, 2024-08-06 or 20250514; a minor version, claude-sonnet-4-5), v
-// and digits, "latest", "preview" or "exp". Any other segment names another
+// and digits, "latest", "preview" or "exp". A '.' begins a point release
+// (gpt-5.2 of gpt-5), priced apart: no match. Any other segment names another
 // product at another price (gpt-5-pro is not gpt-5, o4-mini-deep-research
 // is not o4-mini, gpt-4o-audio-preview is not gpt-4o: an adversarial
 // review found gpt-5-pro charged a twelfth of its price), so such a model

@@ -136,6 +136,12 @@ func (price USD) MulTokens(n int64) USD {
 		}
 		q++
 	}
+	return signed(q, neg)
+}
+
+// signed returns the USD of magnitude q, negative when neg, saturated at
+// the range of USD.
+func signed(q uint64, neg bool) USD {
 	switch {
 	case !neg && q <= math.MaxInt64:
 		return USD(q)
@@ -153,15 +159,10 @@ func (price USD) Times(n int64) USD {
 	}
 	neg := (price < 0) != (n < 0)
 	hi, lo := bits.Mul64(magnitude(int64(price)), magnitude(n))
-	switch {
-	case hi != 0:
+	if hi != 0 {
 		return saturated(neg)
-	case !neg && lo <= math.MaxInt64:
-		return USD(lo)
-	case neg && lo <= 1<<63:
-		return USD(-lo)
 	}
-	return saturated(neg)
+	return signed(lo, neg)
 }
 
 // perMillion is the token count a Price is per.

@@ -36,7 +36,8 @@ func SetHeader(h http.Header, e *Error) {
 // tells a transient failure from a permanent one. It returns nil for a
 // nil response or one without both headers (not written by belay), or
 // whose kind is not a failure's (one this package defines, other than
-// OK) or whose reason is not such a name. It does not read the body. Safe for concurrent use.
+// OK) or whose reason is not such a name. It does not read the body.
+// Safe for concurrent use.
 //
 //	var apiErr *openai.Error
 //	if errors.As(err, &apiErr) {
@@ -48,7 +49,7 @@ func FromResponse(resp *http.Response) *Error {
 	}
 	k, err := ParseKind(strings.TrimSpace(resp.Header.Get(HeaderKind)))
 	r := Reason(strings.TrimSpace(resp.Header.Get(HeaderReason)))
-	if _, known := reasonKinds[r]; err != nil || k == OK || !known && !reasonName(string(r)) {
+	if err != nil || k == OK || !r.Known() && !reasonName(string(r)) {
 		return nil // a failure is never ok: a breaker would count it a success
 	}
 	return &Error{Kind: k, Reason: r, Status: resp.StatusCode}

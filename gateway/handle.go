@@ -621,19 +621,20 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 	return fe
 }
 
-// chargeUnanswered charges an attempt that reached the provider and
-// ended without its answer or its word that it failed, estimated. A
-// stream is charged its prompt: the provider stops generating when its
-// connection goes, and what it streamed before a cut is charged as the
-// stream's (chargeStream). So is an attempt whose error status came and
-// whose error body was lost: the provider generated nothing. A non-streamed call is charged as a cut answer
-// is (chargeCut): the provider generates it whole before its answer's
-// headers go out, so one belay stopped waiting for (timeouts.first_byte
-// while a reasoning model thinks, a kill, a lost connection) may be
-// billed whole (an adversarial review: charged its prompt only, such a
-// call's retry was admitted as if no output were billed).
+// chargeUnanswered charges, estimated, an attempt that reached the
+// provider and ended without its answer or its word that it failed. A
+// non-streamed call is charged as a cut answer is (chargeCut): the
+// provider generates it whole before its answer's headers go out, so one
+// belay stopped waiting for (timeouts.first_byte while a reasoning model
+// thinks, a kill, a lost connection) may be billed whole (an adversarial
+// review: charged its prompt only, such a call's retry was admitted as
+// if no output were billed). Charged its prompt only are a stream (the
+// provider stops generating when its connection goes, and what it
+// streamed before a cut is charged as the stream's, chargeStream) and an
+// attempt whose error status came before its error body was lost (the
+// provider generated nothing).
 func (c *call) chargeUnanswered(d *route.Deployment) {
-	if c.req.stream || c.errorStatus { // an error status: the body of an error, not an answer, was lost
+	if c.req.stream || c.errorStatus {
 		c.charge(d, dialect.Usage{Input: c.req.promptTokens}, true)
 		return
 	}

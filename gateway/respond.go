@@ -193,13 +193,15 @@ func (c *call) allOpenFailure(wait time.Duration) *failure.Error {
 		open = append(open, d.Name)
 	}
 	after := (wait + time.Second - 1).Truncate(time.Second)
-	msg := fmt.Sprintf("every deployment of model %q has its circuit breaker open (%s); a call may get through again in %s (Retry-After)",
-		c.alias, strings.Join(open, ", "), after)
+	var msg string
 	switch {
-	case len(killed) > 0 && len(open) == 0: // every one killed since the breakers were read
+	case len(killed) == 0:
+		msg = fmt.Sprintf("every deployment of model %q has its circuit breaker open (%s); a call may get through again in %s (Retry-After)",
+			c.alias, strings.Join(open, ", "), after)
+	case len(open) == 0: // every one killed since the breakers were read
 		msg = fmt.Sprintf("no deployment of model %q can take a call now: %s %s killed; a call may get through again in %s (Retry-After)",
 			c.alias, strings.Join(killed, ", "), pluralIs(len(killed)), after)
-	case len(killed) > 0:
+	default:
 		breakers := "the circuit breaker of " + open[0] + " is"
 		if len(open) > 1 {
 			breakers = "the circuit breakers of " + strings.Join(open, ", ") + " are"
