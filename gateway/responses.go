@@ -80,13 +80,7 @@ func (responsesFront) newStream(r *request) streamFollower {
 func (responsesFront) answerMember() string { return "output" }
 
 func (responsesFront) usage(body []byte) (dialect.Usage, bool) {
-	u, ok := openai.ResponsesUsageOf(body)
-	if !ok {
-		return dialect.Usage{}, false
-	}
-	d := u.Dialect()
-	d.WebSearches, d.FileSearches = openai.ResponsesBodyToolCalls(body)
-	return d, true
+	return openai.ResponsesBodyUsageOfValid(body) // answerFault checked it
 }
 
 // toolCalls counts a response body's built-in tool calls, for the

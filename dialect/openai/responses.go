@@ -623,6 +623,33 @@ func (r *ResponsesRequest) BuiltinToolCalls() (web, file int64) {
 	return web, file
 }
 
+// ResponsesBodyUsageOfValid returns the usage of a response object
+// (body, already known to be valid JSON: see dialect.EachMemberOfValid):
+// its top-level "usage", with the built-in tool calls of its "output"
+// counted (ResponsesToolCalls), both read in one pass over the body (the
+// last of duplicate members counts, names matched as DecodeMember does);
+// ok is false when the usage is absent, null or does not decode.
+func ResponsesBodyUsageOfValid(body []byte) (dialect.Usage, bool) {
+	var usage, output []byte
+	if dialect.EachMemberOfValid(body, func(name, value []byte) {
+		switch {
+		case bytes.EqualFold(name, []byte("usage")):
+			usage = value
+		case bytes.EqualFold(name, []byte("output")):
+			output = value
+		}
+	}) != nil {
+		return dialect.Usage{}, false
+	}
+	var p *ResponsesUsage
+	if len(usage) == 0 || fastjson.Unmarshal(usage, &p) != nil || p == nil {
+		return dialect.Usage{}, false
+	}
+	u := p.Dialect()
+	u.WebSearches, u.FileSearches = ResponsesToolCalls(output)
+	return u, true
+}
+
 // ResponsesBodyToolCalls is ResponsesToolCalls of a response body's
 // output member.
 func ResponsesBodyToolCalls(body []byte) (web, file int64) {

@@ -16,6 +16,12 @@ func TestResponsesToolCalls(t *testing.T) {
 	if web, file := ResponsesBodyToolCalls(body); web != 2 || file != 1 {
 		t.Errorf("body: %d web, %d file search calls; want 2, 1", web, file)
 	}
+	if u, ok := ResponsesBodyUsageOfValid(body); !ok || u.Input != 100 || u.Output != 20 || u.WebSearches != 2 || u.FileSearches != 1 {
+		t.Errorf("body's usage: %+v %v; want 100 in, 20 out, 2 web and 1 file search calls", u, ok)
+	}
+	if _, ok := ResponsesBodyUsageOfValid([]byte(`{"output":[],"usage":null}`)); ok {
+		t.Error("a null usage: ok; want none")
+	}
 	if web, file := ResponsesBodyToolCalls([]byte(`{"output":"nope"}`)); web != 0 || file != 0 {
 		t.Errorf("an output that is no array: %d, %d; want 0, 0", web, file)
 	}
