@@ -21,6 +21,14 @@ func price(in, cached, write, out string) Price {
 	return p
 }
 
+// priority returns p with a priority tier of the given input, cached
+// input and output prices.
+func priority(p Price, in, cached, out string) Price {
+	t := price(in, cached, "", out)
+	p.Priority = &t
+	return p
+}
+
 // anthropicCache fills the cache prices p leaves at zero by Anthropic's
 // multipliers of the base input price (platform.claude.com, "Prompt
 // caching", pricing; the same on every Claude model): a cache read 0.1×, a
@@ -63,21 +71,25 @@ func anthropicCache(p Price) Price {
 // than trusting this table for billing.
 var builtinPrices = map[string]map[string]Price{
 	"openai": {
-		"gpt-4o": price("2.50", "1.25", "", "10.00"),
+		// Priority prices (service_tier "priority" or "fast"): input, cached
+		// input and output, from https://openai.com/api-priority-processing/
+		// (read 2026-12-01). Models it does not list have none: a request
+		// asking priority processing of them is refused.
+		"gpt-4o": priority(price("2.50", "1.25", "", "10.00"), "4.25", "2.125", "17.00"),
 		// gpt-4o's first snapshot kept its launch price.
-		"gpt-4o-2024-05-13": price("5.00", "", "", "15.00"),
+		"gpt-4o-2024-05-13": priority(price("5.00", "", "", "15.00"), "8.75", "", "26.25"),
 		"gpt-4o-mini":       price("0.15", "0.075", "", "0.60"),
-		"gpt-4.1":           price("2.00", "0.50", "", "8.00"),
-		"gpt-4.1-mini":      price("0.40", "0.10", "", "1.60"),
-		"gpt-4.1-nano":      price("0.10", "0.025", "", "0.40"),
+		"gpt-4.1":           priority(price("2.00", "0.50", "", "8.00"), "3.50", "0.875", "14.00"),
+		"gpt-4.1-mini":      priority(price("0.40", "0.10", "", "1.60"), "0.70", "0.175", "2.80"),
+		"gpt-4.1-nano":      priority(price("0.10", "0.025", "", "0.40"), "0.20", "0.05", "0.80"),
 		"o3":                price("2.00", "0.50", "", "8.00"),
 		"o3-mini":           price("1.10", "0.55", "", "4.40"),
 		"o4-mini":           price("1.10", "0.275", "", "4.40"),
-		"gpt-5":             price("1.25", "0.125", "", "10.00"),
-		"gpt-5-mini":        price("0.25", "0.025", "", "2.00"),
+		"gpt-5":             priority(price("1.25", "0.125", "", "10.00"), "2.50", "0.25", "20.00"),
+		"gpt-5-mini":        priority(price("0.25", "0.025", "", "2.00"), "0.45", "0.045", "3.60"),
 		"gpt-5-nano":        price("0.05", "0.005", "", "0.40"),
 		// Variants at gpt-5's price, named apart.
-		"gpt-5-codex":       price("1.25", "0.125", "", "10.00"),
+		"gpt-5-codex":       priority(price("1.25", "0.125", "", "10.00"), "2.50", "0.25", "20.00"),
 		"gpt-5-chat-latest": price("1.25", "0.125", "", "10.00"),
 		// The -pro models are priced apart, without a cached-input price
 		// (cached tokens are then charged as input).

@@ -53,11 +53,32 @@ type Price struct {
 
 	LongPromptTokens int64
 	LongPrompt       *Price
+
+	// Priority, when set, is the price of a call that OpenAI served with
+	// priority processing (an answer's service_tier "priority", or "fast",
+	// its name since 2026-07-30): input, cached input and output per
+	// million tokens, from https://openai.com/api-priority-processing/
+	// (which excludes long-context requests; no entry with a LongPrompt
+	// tier has one). Cost uses it for a Usage with Priority set; when it
+	// is nil such a Usage is priced at the standard price, which is below
+	// what the provider bills (Exact reports it).
+	Priority *Price
 }
+
+// Exact reports whether Cost prices u at the price the provider bills
+// for it: false for a priority call (Usage.Priority) of a price without
+// a Priority tier.
+func (p Price) Exact(u Usage) bool { return !u.Priority || p.Priority != nil }
 
 // Cost returns the cost of u at p, rounded to the picodollar per part; a
 // negative tool call count counts as none.
 func (p Price) Cost(u Usage) USD {
+	if u.Priority && p.Priority != nil {
+		// The tier's token prices, the base price's per-call fees.
+		t := *p.Priority
+		t.WebSearchCall, t.FileSearchCall = p.WebSearchCall, p.FileSearchCall
+		p = t
+	}
 	fees := p.WebSearchCall.Times(max(u.WebSearchCalls, 0)).Add(p.FileSearchCall.Times(max(u.FileSearchCalls, 0)))
 	if p.LongPrompt != nil && u.InputTokens > p.LongPromptTokens {
 		return p.LongPrompt.tokenCost(u).Add(fees)
@@ -99,11 +120,19 @@ func (p Price) validate() error {
 			return fmt.Errorf("budget: price %s is negative", v)
 		}
 	}
+	if p.Priority != nil {
+		if p.Priority.LongPrompt != nil || p.Priority.Priority != nil {
+			return errors.New("budget: a priority price cannot have its own long_prompt or priority tier")
+		}
+		if err := p.Priority.validate(); err != nil {
+			return err
+		}
+	}
 	if p.LongPrompt != nil {
 		if p.LongPromptTokens <= 0 {
 			return errors.New("budget: long_prompt needs long_prompt_tokens above 0")
 		}
-		if p.LongPrompt.LongPrompt != nil {
+		if p.LongPrompt.LongPrompt != nil || p.LongPrompt.Priority != nil {
 			return errors.New("budget: long_prompt cannot nest")
 		}
 		return p.LongPrompt.validate()
@@ -162,8 +191,9 @@ type PricingOptions struct {
 	// Overrides replace or add prices. A key is "model" (the model under
 	// every provider that lists it, or under provider "" when none does) or
 	// "provider/model". An override that sets only per-call fees
-	// (WebSearchCall, FileSearchCall) keeps the table's token prices of
-	// the model; for a model the table lacks it is an error.
+	// (WebSearchCall, FileSearchCall) or a Priority tier keeps the table's
+	// token prices of the model; for a model the table lacks it is an
+	// error.
 	Overrides map[string]Price
 	// Default, when set, is the price of a model the table does not know;
 	// Lookup reports Match.Default. When nil, such a model is
@@ -238,18 +268,22 @@ func NewPricing(o PricingOptions) (*Pricing, error) {
 
 // errFeesOnly refuses an override that sets only per-call fees for a
 // model the table has no token prices for: its tokens would be free.
-var errFeesOnly = errors.New("budget: a price that sets only web_search_call or file_search_call needs a model the built-in table prices; give its input and output prices too")
+var errFeesOnly = errors.New("budget: a price that sets only web_search_call, file_search_call or priority needs a model the built-in table prices; give its input and output prices too")
 
-// feesOnly reports whether p sets per-call fees and no token price: an
-// override of a table entry's fees, which keeps the entry's token prices
-// (see NewPricing).
+// feesOnly reports whether p sets per-call fees or a priority tier and
+// no standard token price: an override of a table entry's fees or
+// priority tier, which keeps the entry's token prices (see NewPricing).
 func (p Price) feesOnly() bool {
-	return (p.WebSearchCall != 0 || p.FileSearchCall != 0) && p.Input == 0 && p.Output == 0 && p.CachedInput == 0 &&
-		p.CacheWrite == 0 && p.CacheWrite1h == 0 && p.Reasoning == 0 && p.LongPrompt == nil
+	return (p.WebSearchCall != 0 || p.FileSearchCall != 0 || p.Priority != nil) && p.Input == 0 && p.Output == 0 &&
+		p.CachedInput == 0 && p.CacheWrite == 0 && p.CacheWrite1h == 0 && p.Reasoning == 0 && p.LongPrompt == nil
 }
 
-// withFees returns p with the per-call fees fees sets.
+// withFees returns p with the per-call fees and the priority tier fees
+// sets.
 func (p Price) withFees(fees Price) Price {
+	if fees.Priority != nil {
+		p.Priority = fees.Priority
+	}
 	if fees.WebSearchCall != 0 {
 		p.WebSearchCall = fees.WebSearchCall
 	}
@@ -473,18 +507,39 @@ const (
 // prompt into the cache (w): the prompt is priced at the dearer of input
 // and the cache write price w names, the most the call can cost.
 func (p *Pricing) EstimateWrites(provider, model string, promptTokens, maxTokens int64, w CacheWrites) (USD, error) {
+	return p.EstimateAsk(provider, model, Ask{PromptTokens: promptTokens, MaxOutputTokens: maxTokens, Writes: w})
+}
+
+// Ask is what a request may cost, as EstimateAsk prices it.
+type Ask struct {
+	PromptTokens    int64       // the prompt, all of it uncached
+	MaxOutputTokens int64       // the output limit (see Estimate)
+	Writes          CacheWrites // what the prompt may write into the cache
+	// Priority asks for priority processing (OpenAI's service_tier
+	// "priority" or "fast"): priced at Price.Priority.
+	Priority bool
+}
+
+// EstimateAsk returns the most a's call can cost on provider's model:
+// its prompt priced at the dearer of input and the cache write price
+// a.Writes names, its output limit at the output price, both at the
+// priority tier when a.Priority is set. It returns an error wrapping
+// ErrUnknownModel for a model without a price; a priority ask of a model
+// without a priority price is priced at the standard price (see
+// Price.Exact: the caller refuses such a request).
+func (p *Pricing) EstimateAsk(provider, model string, a Ask) (USD, error) {
 	pr, _, err := p.Lookup(provider, model)
 	if err != nil {
 		return 0, err
 	}
-	prompt := max(promptTokens, 0)
-	u := Usage{InputTokens: prompt, OutputTokens: max(maxTokens, 0)}
-	if w == NoCacheWrites {
+	prompt := max(a.PromptTokens, 0)
+	u := Usage{InputTokens: prompt, OutputTokens: max(a.MaxOutputTokens, 0), Priority: a.Priority}
+	if a.Writes == NoCacheWrites {
 		return pr.Cost(u), nil
 	}
 	written := u
 	written.CacheWriteTokens = prompt
-	if w == CacheWrites1h {
+	if a.Writes == CacheWrites1h {
 		written.CacheWrite1hTokens = prompt
 	}
 	return max(pr.Cost(u), pr.Cost(written)), nil

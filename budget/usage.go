@@ -30,6 +30,17 @@ type Usage struct {
 	// Anthropic's usage.server_tool_use.web_search_requests.
 	WebSearchCalls  int64 `json:"web_search_calls,omitempty"`
 	FileSearchCalls int64 `json:"file_search_calls,omitempty"`
+	// Priority is true for a call the provider served with priority
+	// processing, billed at Price.Priority (OpenAI's service_tier
+	// "priority" or "fast" in the answer, or asked for in the request).
+	Priority bool `json:"priority,omitempty"`
+}
+
+// Empty reports whether u counts nothing: no token and no tool call (the
+// tier alone is not usage).
+func (u Usage) Empty() bool {
+	u.Priority = false
+	return u == Usage{}
 }
 
 // UsageFromOpenAI normalises an OpenAI usage object (Chat Completions
@@ -92,7 +103,8 @@ func (u Usage) UncachedInputTokens() int64 {
 // TotalTokens returns InputTokens + OutputTokens.
 func (u Usage) TotalTokens() int64 { return u.InputTokens + u.OutputTokens }
 
-// Add returns the field-wise sum of u and v.
+// Add returns the field-wise sum of u and v; Priority is set when either
+// has it.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
 		InputTokens:        u.InputTokens + v.InputTokens,
@@ -103,5 +115,6 @@ func (u Usage) Add(v Usage) Usage {
 		ReasoningTokens:    u.ReasoningTokens + v.ReasoningTokens,
 		WebSearchCalls:     u.WebSearchCalls + v.WebSearchCalls,
 		FileSearchCalls:    u.FileSearchCalls + v.FileSearchCalls,
+		Priority:           u.Priority || v.Priority,
 	}
 }

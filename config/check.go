@@ -102,6 +102,9 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string) error {
 		return at(u.UnmarshalYAML(n), n, path)
 	}
 	switch t.Kind() {
+	case reflect.Pointer: // an optional value: checked as the value
+		c.visited--
+		return c.check(n, t.Elem(), path)
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			return wrongType(n, t, path)
@@ -306,6 +309,8 @@ func want(t reflect.Type) string {
 		return w
 	}
 	switch t.Kind() {
+	case reflect.Pointer:
+		return want(t.Elem())
 	case reflect.Struct:
 		keys, _ := yamlnode.Keys(t)
 		return "a mapping with keys " + strings.Join(keys, ", ")

@@ -285,6 +285,21 @@ type Price struct {
 	// a file search (see budget.Price).
 	WebSearchCall  USD `yaml:"web_search_call"`
 	FileSearchCall USD `yaml:"file_search_call"`
+	// Priority is the price of a call served with OpenAI's priority
+	// processing (service_tier "priority" or "fast"), per million tokens.
+	// Without it, an override has no priority tier: a request asking for
+	// priority processing of the model is refused, and an answer served
+	// at it (a project whose default tier is priority) is charged the
+	// price above, marked estimated.
+	Priority *TierPrice `yaml:"priority"`
+}
+
+// TierPrice is a model's price at one processing tier, in USD per
+// million tokens; a zero CachedInput bills cached tokens as input.
+type TierPrice struct {
+	Input       USD `yaml:"input"`
+	CachedInput USD `yaml:"cached_input"`
+	Output      USD `yaml:"output"`
 }
 
 // OTLP configures trace export.

@@ -41,8 +41,12 @@ func TestEstimateTokens(t *testing.T) {
 
 func TestUsageSums(t *testing.T) {
 	u := dialect.Usage{Input: 10, Output: 5, CachedInput: 3, CacheWrite: 2, CacheWrite1h: 1, Reasoning: 1, WebSearches: 2, FileSearches: 1}
-	if u.Prompt() != 15 || u.Total() != 20 || u.Add(u) != (dialect.Usage{20, 10, 6, 4, 2, 2, 4, 2}) {
+	if u.Prompt() != 15 || u.Total() != 20 || u.Add(u) != (dialect.Usage{20, 10, 6, 4, 2, 2, 4, 2, ""}) {
 		t.Fatalf("%+v", u)
+	}
+	p := dialect.Usage{Tier: "priority"}
+	if !p.Empty() || u.Empty() || u.Add(p).Tier != "priority" || p.Add(dialect.Usage{Tier: "default"}).Tier != "priority" {
+		t.Fatalf("Empty/Add with Tier: %v %v %+v", p.Empty(), u.Empty(), u.Add(p))
 	}
 }
 

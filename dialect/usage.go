@@ -6,6 +6,8 @@
 // framing lives in dialect/sse.
 package dialect
 
+import "cmp"
+
 // Usage is the token usage of one model call in a dialect-neutral shape.
 // All counts are tokens; the zero value means nothing was used.
 //
@@ -45,6 +47,18 @@ type Usage struct {
 	// usage.server_tool_use.web_search_requests).
 	WebSearches  int64 `json:"web_searches,omitempty"`
 	FileSearches int64 `json:"file_searches,omitempty"`
+	// Tier is the processing tier the answer says served the call, as
+	// stated ("" when it states none): OpenAI's service_tier ("default",
+	// "flex", "priority", "fast"), which decides the price
+	// (openai.PriorityTier).
+	Tier string `json:"tier,omitempty"`
+}
+
+// Empty reports whether u counts nothing: no token and no tool call (the
+// tier alone is not usage).
+func (u Usage) Empty() bool {
+	u.Tier = ""
+	return u == Usage{}
 }
 
 // Prompt returns all prompt tokens: Input + CachedInput + CacheWrite.
@@ -53,7 +67,7 @@ func (u Usage) Prompt() int64 { return u.Input + u.CachedInput + u.CacheWrite }
 // Total returns all tokens: Prompt() + Output.
 func (u Usage) Total() int64 { return u.Prompt() + u.Output }
 
-// Add returns the field-wise sum of u and v.
+// Add returns the field-wise sum of u and v, with u's Tier, else v's.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
 		Input:        u.Input + v.Input,
@@ -64,6 +78,7 @@ func (u Usage) Add(v Usage) Usage {
 		Reasoning:    u.Reasoning + v.Reasoning,
 		WebSearches:  u.WebSearches + v.WebSearches,
 		FileSearches: u.FileSearches + v.FileSearches,
+		Tier:         cmp.Or(u.Tier, v.Tier),
 	}
 }
 

@@ -99,6 +99,11 @@ type request struct {
 	// webSearches and fileSearches are the built-in tool calls the
 	// reservation holds the fees of (see Admission.WebSearches).
 	webSearches, fileSearches int64
+	// priority is true when the request asks for priority processing
+	// (OpenAI's service_tier "priority" or "fast"): it is reserved and,
+	// when the answer does not say otherwise, charged at the priority
+	// price (see Admission.Priority).
+	priority bool
 	// keepAnswer is true when the trace records payloads: a stream
 	// follower then keeps the streamed answer (see streamFollower.answer).
 	keepAnswer bool

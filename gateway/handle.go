@@ -261,6 +261,11 @@ func (c *call) serve() (int, error) {
 			}
 		}
 	}
+	if req.priority {
+		if fe := s.priorityPriced(c.chain); fe != nil {
+			return c.refuse(fe)
+		}
+	}
 	// A flag on the alias itself is the run layer's to refuse (Admit, with
 	// the run's stop): only the deployments' flags are looked at here.
 	switch flags, killed, open := s.unservable("", c.chain); {
@@ -282,6 +287,7 @@ func (c *call) serve() (int, error) {
 		Alias: req.model, Dialect: string(c.f.dialect()), API: req.api, Chain: c.chain,
 		PromptTokens: req.promptTokens, MaxOutputTokens: req.maxOutput, OutputLimitField: req.limitField,
 		CacheWrites: req.cacheWrites, WebSearches: req.webSearches, FileSearches: req.fileSearches, Stream: req.stream,
+		Priority: req.priority,
 	})
 	if err != nil {
 		var rr *runRefusal
@@ -803,8 +809,15 @@ func (c *call) charge(d *route.Deployment, u dialect.Usage, estimated bool) {
 			slog.Int64("web_searches", u.WebSearches), slog.Int64("file_searches", u.FileSearches))
 		u = clamped
 	}
-	if u == (dialect.Usage{}) {
+	if u.Empty() {
 		return
+	}
+	// A request that asked for priority processing is charged at it
+	// unless its answer states the tier that served it (OpenAI bills a
+	// request it downgraded at the standard price); an estimate has no
+	// answer.
+	if u.Tier == "" && c.req.priority {
+		u.Tier = "priority"
 	}
 	c.mu.Lock()
 	c.charges = append(c.charges, Charge{Deployment: *d, Usage: u, Estimated: estimated})

@@ -127,29 +127,32 @@ func TestAdv22_ProModelsPricedAtTheirOwnPrices(t *testing.T) {
 }
 
 // A request may ask for OpenAI's priority processing ("service_tier":
-// "priority"), which is billed above the standard rates belay's table
-// holds (gpt-4o: $4.25 / $17 per million rather than $2.50 / $10). Priced
-// at the standard table, it let any client spend up to 1.7× its run's and
-// tenant's limits; it is refused (400, param service_tier) before anything
-// is sent, on Chat Completions and Responses alike, while "flex" (billed
-// below the standard rates) passes.
+// "priority"), which is billed above the standard rates (gpt-4o: $4.25 /
+// $17 per million rather than $2.50 / $10). Priced at the standard table,
+// it let any client spend up to 1.7× its run's and tenant's limits. A
+// model belay has no priority price for is refused (400, param
+// service_tier) before anything is sent, on Chat Completions and Responses
+// alike, also under the tier's newer name "fast"; "flex" (billed below the
+// standard rates) passes and is charged the standard price.
 func TestAdv22_PriorityServiceTierRefused(t *testing.T) {
 	var calls atomic.Int32
 	url := gatewayOver(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		calls.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-2024-08-06","service_tier":"flex",`+
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"o3-2025-04-16","service_tier":"flex",`+
 			`"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],`+
 			`"usage":{"prompt_tokens":100000,"completion_tokens":1000,"total_tokens":101000}}`)
-	}, adv22Config("openai", "gpt-4o", ""))
+	}, adv22Config("openai", "o3", ""))
 	for _, c := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{"model":"m","service_tier":"priority","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/chat/completions", `{"model":"m","service_tier":"fast","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`},
 		{"/v1/responses", `{"model":"m","service_tier":"priority","max_output_tokens":1000,"input":"hi"}`},
+		{"/v1/responses", `{"model":"m","service_tier":"fast","max_output_tokens":1000,"input":"hi"}`},
 	} {
 		status, body, _ := postCost(t, url, c.path, c.body)
-		if status != http.StatusBadRequest || !strings.Contains(body, `"param":"service_tier"`) || !strings.Contains(body, "priority") {
-			t.Errorf("%s with service_tier priority: status %d, %s; want 400 naming service_tier", c.path, status, body)
+		if status != http.StatusBadRequest || !strings.Contains(body, `"param":"service_tier"`) || !strings.Contains(body, `no priority price for model \"o3\"`) {
+			t.Errorf("%s %s: status %d, %s; want 400 naming service_tier and the model", c.path, c.body, status, body)
 		}
 	}
 	if n := calls.Load(); n != 0 {
@@ -157,8 +160,8 @@ func TestAdv22_PriorityServiceTierRefused(t *testing.T) {
 	}
 	status, body, cost := postCost(t, url, "/v1/chat/completions",
 		`{"model":"m","service_tier":"flex","max_tokens":1000,"messages":[{"role":"user","content":"the word priority in a prompt"}]}`)
-	if status != 200 || calls.Load() != 1 || mustUSD(t, cost) != mustUSD(t, "0.26") { // 100,000 × $2.50/M + 1,000 × $10/M
-		t.Errorf("flex: status %d, cost %s, %d calls: %s; want 200 at $0.26 after one call", status, cost, calls.Load(), body)
+	if status != 200 || calls.Load() != 1 || mustUSD(t, cost) != mustUSD(t, "0.208") { // 100,000 × $2/M + 1,000 × $8/M
+		t.Errorf("flex: status %d, cost %s, %d calls: %s; want 200 at $0.208 after one call", status, cost, calls.Load(), body)
 	}
 }
 

@@ -23,11 +23,8 @@ func (openAIFront) parse(body []byte) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := priorityTier(r.ServiceTier); err != nil {
-		return nil, err
-	}
 	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimatePromptTokens(r), body: body,
-		limitField: "max_completion_tokens (or max_tokens)", api: "chat_completions"}
+		limitField: "max_completion_tokens (or max_tokens)", api: "chat_completions", priority: openai.AskedPriority(r.ServiceTier)}
 	if n, ok := openai.MaxOutputTokens(r); ok {
 		out.maxOutput = n
 	}
@@ -92,7 +89,9 @@ func (openAIFront) usage(body []byte) (dialect.Usage, bool) {
 	if !ok {
 		return dialect.Usage{}, false
 	}
-	return u.Dialect(), true
+	d := u.Dialect()
+	d.Tier = openai.ServedTier(body)
+	return d, true
 }
 
 // upstreamURL follows the OpenAI SDKs: the base URL includes /v1.
@@ -195,25 +194,4 @@ func (openAIFront) answerFacts(body []byte) (id, model string, finish []string) 
 // facts returns the stream's completion id, model and finish reasons.
 func (s *openAIStream) facts() (string, string, []string) {
 	return s.acc.ID(), s.acc.Model(), s.acc.FinishReasons()
-}
-
-// priorityTier refuses a request (Chat Completions or Responses) whose
-// service_tier (raw, as the request decoder kept it: JSON escapes
-// undone, the last of duplicate members) asks for OpenAI's priority
-// processing, "priority": OpenAI bills it above the standard list prices
-// (gpt-4o $4.25 / $17 per million against $2.50 / $10; OpenAI's pricing
-// page, "Priority"), which belay's price table holds, so a run's and a
-// tenant's money limits would not hold (an adversarial review: a
-// priority answer charged at the standard price let a client spend 1.7×
-// its limit). "auto", "default" and "flex" (billed at or below the
-// standard prices) pass; a value that is not a string is the provider's
-// to refuse.
-func priorityTier(raw json.RawMessage) error {
-	var tier string
-	if len(raw) == 0 || json.Unmarshal(raw, &tier) != nil || tier != "priority" {
-		return nil
-	}
-	return dialect.Field("service_tier", `"priority" is not served through belay: OpenAI bills priority processing above `+
-		"the standard list prices that belay's money limits are priced at, so a run's limit would not hold; "+
-		`send the request without it, or with "default" or "flex"`)
 }

@@ -39,15 +39,12 @@ func (responsesFront) parse(body []byte) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := priorityTier(r.ServiceTier); err != nil {
-		return nil, err
-	}
 	if r.Background != nil && *r.Background {
 		return nil, dialect.Field("background", "is not served through belay: a background response is fetched later with "+
 			"GET /v1/responses/{id}, which belay does not relay, and its cost would go unrecorded; send the request without it")
 	}
 	out := &request{model: r.Model, stream: r.Stream, promptTokens: openai.EstimateResponsesPromptTokens(r), body: body,
-		limitField: "max_output_tokens", api: "responses"}
+		limitField: "max_output_tokens", api: "responses", priority: openai.AskedPriority(r.ServiceTier)}
 	if r.PreviousResponseID != nil {
 		out.previous = *r.PreviousResponseID
 	}

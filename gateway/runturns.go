@@ -10,6 +10,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/dialect"
+	"github.com/belay-run/belay/dialect/openai"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/route"
 	"github.com/belay-run/belay/run"
@@ -207,11 +208,12 @@ func (e *runRefusal) Unwrap() error { return e.fe }
 func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64, w budget.CacheWrites, calls budget.Usage) budget.USD {
 	var most budget.USD
 	for _, d := range chain {
-		c, err := t.pricing.EstimateWrites(d.Provider, d.Model, prompt, output, w)
+		c, err := t.pricing.EstimateAsk(d.Provider, d.Model,
+			budget.Ask{PromptTokens: prompt, MaxOutputTokens: output, Writes: w, Priority: calls.Priority})
 		if err != nil {
 			continue
 		}
-		if calls != (budget.Usage{}) {
+		if !calls.Empty() {
 			if pr, _, err := t.pricing.Lookup(d.Provider, d.Model); err == nil {
 				c = c.Add(pr.Cost(calls))
 			}
@@ -222,9 +224,44 @@ func (t *runTurns) reserve(chain []route.Deployment, prompt, output int64, w bud
 }
 
 // calls is the usage of the built-in tool calls a reserves the fees of:
-// no tokens, only the counts.
+// no tokens, only the counts, and the tier they are priced at.
 func (a Admission) calls() budget.Usage {
-	return budget.Usage{WebSearchCalls: max(a.WebSearches, 0), FileSearchCalls: max(a.FileSearches, 0)}
+	return budget.Usage{WebSearchCalls: max(a.WebSearches, 0), FileSearchCalls: max(a.FileSearches, 0), Priority: a.Priority}
+}
+
+// tierPricer is implemented by a Turns that prices calls (runTurns).
+type tierPricer interface {
+	// PricesPriority reports whether d's model has a priority price.
+	PricesPriority(d route.Deployment) bool
+}
+
+// priorityPriced refuses a request for priority processing when a
+// deployment of chain has no priority price: its calls would be billed
+// above the price belay charges them at, and a run's money limits would
+// not hold (an adversarial review: a priority answer charged at the
+// standard price let a client spend 1.7× its limit). A Turns that does
+// not price calls refuses nothing here.
+func (s *Server) priorityPriced(chain []route.Deployment) *failure.Error {
+	tp, ok := s.runs.(tierPricer)
+	if !ok {
+		return nil
+	}
+	for _, d := range chain {
+		if !tp.PricesPriority(d) {
+			return invalid(dialect.Field("service_tier", "%s", fmt.Sprintf("asks for priority processing, which OpenAI bills above its standard prices, "+
+				"and belay has no priority price for model %q (deployment %s), so a money limit would not hold; send the request "+
+				`without it, or with "default" or "flex", or price the model's priority tier in the gateway's config `+
+				"(pricing: {%q: {priority: {input: …, cached_input: …, output: …}}})", d.Model, d.Name, d.Model)))
+		}
+	}
+	return nil
+}
+
+// PricesPriority reports whether d's model has a priority price (see
+// Server.priorityPriced).
+func (t *runTurns) PricesPriority(d route.Deployment) bool {
+	pr, _, err := t.pricing.Lookup(d.Provider, d.Model)
+	return err == nil && pr.Priority != nil
 }
 
 type runTurn struct {
@@ -335,6 +372,7 @@ func budgetUsage(u dialect.Usage) budget.Usage {
 		ReasoningTokens:    u.Reasoning,
 		WebSearchCalls:     u.WebSearches,
 		FileSearchCalls:    u.FileSearches,
+		Priority:           openai.PriorityTier(u.Tier),
 	}
 }
 

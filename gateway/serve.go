@@ -348,8 +348,12 @@ func pricingFor(cfg *config.Config) (*budget.Pricing, error) {
 	}
 	over := map[string]budget.Price{}
 	for m, p := range cfg.Pricing {
-		over[m] = budget.Price{Input: p.Input.V(), Output: p.Output.V(), CachedInput: p.CachedInput.V(), CacheWrite: p.CacheWrite.V(), CacheWrite1h: p.CacheWrite1h.V(),
+		pr := budget.Price{Input: p.Input.V(), Output: p.Output.V(), CachedInput: p.CachedInput.V(), CacheWrite: p.CacheWrite.V(), CacheWrite1h: p.CacheWrite1h.V(),
 			WebSearchCall: p.WebSearchCall.V(), FileSearchCall: p.FileSearchCall.V()}
+		if t := p.Priority; t != nil {
+			pr.Priority = &budget.Price{Input: t.Input.V(), CachedInput: t.CachedInput.V(), Output: t.Output.V()}
+		}
+		over[m] = pr
 	}
 	p, err := budget.NewPricing(budget.PricingOptions{Overrides: over})
 	if err != nil {

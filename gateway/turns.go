@@ -73,6 +73,10 @@ type Admission struct {
 	// max_uses, else one per tool.
 	WebSearches, FileSearches int64
 	Stream                    bool
+	// Priority is true when the request asks for priority processing
+	// (OpenAI's service_tier "priority" or "fast"): the reservation is
+	// priced at the deployments' priority prices (budget.Price.Priority).
+	Priority bool
 }
 
 // Turn is one admitted model call.

@@ -291,11 +291,13 @@ func (a *Admitted) Price(u budget.Usage, o Outcome) (cost budget.USD, estimated 
 		pr, match, err := a.r.m.pricing.Lookup(provider, model)
 		if err != nil {
 			unpriced = true
-			unpricedUsed = unpricedUsed || p.Usage != (budget.Usage{})
+			unpricedUsed = unpricedUsed || !p.Usage.Empty()
 			continue
 		}
 		cost = cost.Add(pr.Cost(p.Usage))
-		estimated = estimated || match.Default || p.Estimated
+		// A priority call of a model without a priority price is charged
+		// the standard price, below the bill.
+		estimated = estimated || match.Default || p.Estimated || !pr.Exact(p.Usage)
 	}
 	if unpriced && (unpricedUsed || o.Err == nil) {
 		cost, estimated = cost.Add(a.step.EstimatedCost), true

@@ -930,7 +930,7 @@ func (r *Run) Call(ctx context.Context, step Step, fn func(ctx context.Context) 
 		return a.Settle(ctx, u, Outcome{})
 	}
 	ferr = a.cause(ferr)
-	if u != (budget.Usage{}) {
+	if !u.Empty() {
 		_ = a.Settle(ctx, u, Outcome{Err: ferr})
 	} else {
 		_ = a.Fail(ctx, ferr)

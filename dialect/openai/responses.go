@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -572,6 +573,10 @@ type ResponsesAccumulator struct {
 	// (response.output_item.added), or the final response's output
 	// counts, whichever is more.
 	web, file int64
+	// tier is the latest service_tier a response event stated (a
+	// response.created one may say "auto", as asked; the final one says
+	// the tier that served it).
+	tier string
 }
 
 // Built-in tool call output items that OpenAI bills per call on top of
@@ -626,17 +631,20 @@ func (r *ResponsesRequest) BuiltinToolCalls() (web, file int64) {
 // ResponsesBodyUsageOfValid returns the usage of a response object
 // (body, already known to be valid JSON: see dialect.EachMemberOfValid):
 // its top-level "usage", with the built-in tool calls of its "output"
-// counted (ResponsesToolCalls), both read in one pass over the body (the
-// last of duplicate members counts, names matched as DecodeMember does);
-// ok is false when the usage is absent, null or does not decode.
+// counted (ResponsesToolCalls) and its service_tier read (Tier), all in
+// one pass over the body (the last of duplicate
+// members counts, names matched as DecodeMember does); ok is false when
+// the usage is absent, null or does not decode.
 func ResponsesBodyUsageOfValid(body []byte) (dialect.Usage, bool) {
-	var usage, output []byte
+	var usage, output, tier []byte
 	if dialect.EachMemberOfValid(body, func(name, value []byte) {
 		switch {
 		case bytes.EqualFold(name, []byte("usage")):
 			usage = value
 		case bytes.EqualFold(name, []byte("output")):
 			output = value
+		case bytes.EqualFold(name, []byte("service_tier")):
+			tier = value
 		}
 	}) != nil {
 		return dialect.Usage{}, false
@@ -647,6 +655,7 @@ func ResponsesBodyUsageOfValid(body []byte) (dialect.Usage, bool) {
 	}
 	u := p.Dialect()
 	u.WebSearches, u.FileSearches = ResponsesToolCalls(output)
+	u.Tier = tierMember(tier)
 	return u, true
 }
 
@@ -681,6 +690,7 @@ type responsesEvent struct {
 		IncompleteDetails *Incomplete     `json:"incomplete_details"`
 		Usage             *ResponsesUsage `json:"usage"`
 		Output            json.RawMessage `json:"output"`
+		ServiceTier       string          `json:"service_tier"`
 	} `json:"response"`
 }
 
@@ -752,6 +762,7 @@ func (a *ResponsesAccumulator) Add(data []byte) {
 		if r.Model != "" {
 			a.model = r.Model
 		}
+		a.tier = cmp.Or(r.ServiceTier, a.tier)
 		if ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed" {
 			a.finish = FinishOf(r.Status, r.IncompleteDetails)
 		}
@@ -816,6 +827,7 @@ func (a *ResponsesAccumulator) Usage() (dialect.Usage, bool) {
 	}
 	u := a.usage.Dialect()
 	u.WebSearches, u.FileSearches = a.web, a.file
+	u.Tier = a.tier
 	return u, true
 }
 
@@ -823,7 +835,8 @@ func (a *ResponsesAccumulator) Usage() (dialect.Usage, bool) {
 // characters of the deltas so far as tokens out (at least 1), and the
 // built-in tool calls begun so far.
 func (a *ResponsesAccumulator) Estimate(promptTokens int64) dialect.Usage {
-	return dialect.Usage{Input: promptTokens, Output: max(dialect.EstimateTokens(a.chars), 1), WebSearches: a.web, FileSearches: a.file}
+	return dialect.Usage{Input: promptTokens, Output: max(dialect.EstimateTokens(a.chars), 1), WebSearches: a.web, FileSearches: a.file,
+		Tier: a.tier}
 }
 
 // NextSequence returns the sequence_number an event appended to the

@@ -21,6 +21,7 @@ type Chunk struct {
 	Created           int64         `json:"created"`
 	Model             string        `json:"model"`
 	SystemFingerprint string        `json:"system_fingerprint,omitempty"`
+	ServiceTier       string        `json:"service_tier,omitempty"`
 	Choices           []ChunkChoice `json:"choices"`
 	Usage             *Usage        `json:"usage"`
 }
@@ -78,6 +79,8 @@ type Accumulator struct {
 	finish    []string
 	err       *ErrorObject
 	kept      keptAnswer
+	// tier is the latest service_tier a chunk stated.
+	tier string
 }
 
 // keptAnswer is what Keep keeps: the choices by index, and the bytes
@@ -208,6 +211,7 @@ func (a *Accumulator) Add(data []byte) error {
 		u := *c.Usage
 		a.usage = &u
 	}
+	a.tier = cmp.Or(c.ServiceTier, a.tier)
 	if a.id == "" {
 		a.id, a.model = c.ID, c.Model
 	}
@@ -246,7 +250,9 @@ func (a *Accumulator) Usage() (dialect.Usage, bool) {
 	if a.usage == nil {
 		return dialect.Usage{}, false
 	}
-	return a.usage.Dialect(), true
+	u := a.usage.Dialect()
+	u.Tier = a.tier
+	return u, true
 }
 
 // OutputChars returns the characters of content, refusals, tool names and
@@ -277,7 +283,7 @@ func (a *Accumulator) Estimate(promptTokens int64) dialect.Usage {
 	if u, ok := a.Usage(); ok {
 		return u
 	}
-	return dialect.Usage{Input: promptTokens, Output: dialect.EstimateTokens(a.chars)}
+	return dialect.Usage{Input: promptTokens, Output: dialect.EstimateTokens(a.chars), Tier: a.tier}
 }
 
 // looseError reads an error object whose fields may not be strings (some
