@@ -156,8 +156,40 @@ func TestInterruptedSaysHowFar(t *testing.T) {
 	}))
 	s := suiteFor(t, "version: 1\nagent: {go: AGENT}\nruns: 5\nconcurrency: 1\nscenarios: [{name: a}, {name: b}]\n", name)
 	_, err := Run(ctx, s, (&fakeHarness{}).factory(), Options{})
-	want := "eval interrupted (context canceled) with 3 of 10 runs ended: no report is written; the runs that ended were recorded in the store"
+	want := "eval interrupted (context canceled) with 3 of 10 runs ended and 0 cut short: no report is written; " +
+		"the runs that ended were recorded in the store, and those cut short as stopped (stop reason canceled)"
 	if err == nil || err.Error() != want || !errors.Is(err, context.Canceled) {
 		t.Errorf("interrupted Run: %v\nwant %s", err, want)
+	}
+}
+
+// A run the interruption cuts short (its agent still running at Ctrl-C)
+// is not counted as ended, and its run is finished with ErrInterrupted
+// (the harness stops it, stop reason canceled), not as an agent that
+// failed or timed out (newcomer finding, session 23: such runs were
+// stored as failed, "agent timed out" after 0.1 s of a 30 s timeout).
+func TestInterruptedRunsCutShort(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var n atomic.Int32
+	name := register(t, agentFunc(func(ctx context.Context, _ Env) (int, string, error) {
+		if n.Add(1) < 2 {
+			return 0, "ok", nil
+		}
+		cancel() // Ctrl-C while the second run's agent works
+		<-ctx.Done()
+		return 1, "", ctx.Err()
+	}))
+	s := suiteFor(t, "version: 1\nagent: {go: AGENT}\nruns: 3\nconcurrency: 1\nscenarios: [{name: a}]\n", name)
+	f := &fakeHarness{}
+	_, err := Run(ctx, s, f.factory(), Options{})
+	want := "eval interrupted (context canceled) with 1 of 3 runs ended and 1 cut short"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("interrupted Run: %v\nwant it to begin %s", err, want)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.finished) != 2 || f.finished[0] != nil || !errors.Is(f.finished[1], ErrInterrupted) {
+		t.Errorf("runs finished with %v; want nil, then ErrInterrupted", f.finished)
 	}
 }

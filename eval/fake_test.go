@@ -34,10 +34,11 @@ type fakeHarness struct {
 	// through Env.Tools, per tool (default not_required).
 	approval map[string]string
 
-	mu      sync.Mutex
-	limits  map[string]store.Limits // by scenario
-	started int
-	closed  atomic.Int32
+	mu       sync.Mutex
+	limits   map[string]store.Limits // by scenario
+	started  int
+	finished []error // the agent error of each Finish, in order
+	closed   atomic.Int32
 }
 
 var _ Harness = (*fakeHarness)(nil)
@@ -117,6 +118,9 @@ func (r *fakeRun) Finish(ctx context.Context, exitCode int, agentErr error) (sto
 	r.mu.Lock()
 	spans := append(append([]trace.Span(nil), r.spans...), c.spans...)
 	r.mu.Unlock()
+	r.f.mu.Lock()
+	r.f.finished = append(r.f.finished, agentErr)
+	r.f.mu.Unlock()
 	return rec, spans, nil
 }
 

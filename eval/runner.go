@@ -39,8 +39,9 @@ type RunHandle interface {
 	// Tools.
 	Env(env *Env)
 	// Finish ends the run (succeeded when agentErr is nil and exitCode is
-	// 0, failed otherwise, unless belay already stopped it) and returns the
-	// stored run record and its spans.
+	// 0, stopped with stop reason canceled when agentErr is
+	// ErrInterrupted, failed otherwise, unless belay already stopped it)
+	// and returns the stored run record and its spans.
 	Finish(ctx context.Context, exitCode int, agentErr error) (store.Run, []trace.Span, error)
 }
 
@@ -213,14 +214,18 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 	wg.Wait()
 	bar.done()
 	if err := ctx.Err(); err != nil {
-		ended := 0
+		ended, cut := 0, 0
 		for _, o := range outcomes {
-			if o.Scenario != "" {
+			switch {
+			case o.Interrupted:
+				cut++
+			case o.Scenario != "":
 				ended++
 			}
 		}
-		return nil, fmt.Errorf("eval interrupted (%w) with %d of %d runs ended: no report is written; the runs that ended were recorded in the store",
-			err, ended, len(jobs))
+		return nil, fmt.Errorf("eval interrupted (%w) with %d of %d runs ended and %d cut short: no report is written; "+
+			"the runs that ended were recorded in the store, and those cut short as stopped (stop reason canceled)",
+			err, ended, len(jobs), cut)
 	}
 	rep := buildReport(s, seed, outcomes)
 	rep.Started = started

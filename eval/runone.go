@@ -46,7 +46,15 @@ type Outcome struct {
 	GoldenChecked  bool   `json:"golden_checked,omitempty"`
 	GoldenMismatch bool   `json:"golden_mismatch,omitempty"`
 	GoldenDiff     string `json:"golden_diff,omitempty"`
+	// Interrupted: the eval was interrupted (its context canceled) while
+	// the agent ran; the run was stopped (canceled) and is not judged.
+	Interrupted bool `json:"-"`
 }
+
+// ErrInterrupted is the agent error RunHandle.Finish is given for a run
+// the eval's interruption cut short (Ctrl-C): the run is stopped, its
+// stop reason canceled, not failed as if the agent had failed.
+var ErrInterrupted = errors.New("belay eval was interrupted while the agent ran")
 
 type runner struct {
 	suite *Suite
@@ -80,6 +88,17 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	out.Latency = time.Since(start)
 	out.ExitCode, out.Output = code, output
 
+	if ctx.Err() != nil && agentErr != nil {
+		// The interruption, not the agent, ended it (an agent that ended
+		// by itself first is judged as usual).
+		out.Interrupted = true
+		rec, _, ferr := rh.Finish(context.WithoutCancel(ctx), code, ErrInterrupted)
+		if ferr != nil {
+			return failed(out, "harness", "finishing the run: "+ferr.Error())
+		}
+		out.Status, out.StopReason = string(rec.Status), rec.StopReason
+		return failed(out, "interrupted", ErrInterrupted.Error())
+	}
 	rec, spans, ferr := rh.Finish(ctx, code, agentErr)
 	if ferr != nil {
 		return failed(out, "harness", "finishing the run: "+ferr.Error())
@@ -201,19 +220,25 @@ func (r *runner) execute(ctx context.Context, env Env) (int, string, error) {
 			c, o, err := r.agent.Run(ctx, env)
 			done <- res{c, o, err}
 		}()
+		var x res
 		select {
-		case x := <-done:
-			if x.err == nil && x.code != 0 {
-				x.err = errExit
-			}
-			if x.err != nil && ctx.Err() == context.DeadlineExceeded {
-				x.err = fmt.Errorf("%w: %w", errAgentTimeout, x.err)
-			}
-			return x.code, x.out, x.err
+		case x = <-done:
 		case <-ctx.Done():
-			// An agent that ignores its context is abandoned, not waited for.
-			return -1, "", errAgentTimeout
+			select {
+			case x = <-done: // it returned as its context ended: its result counts
+			default:
+				// An agent that ignores its context is abandoned, not
+				// waited for.
+				return -1, "", errAgentTimeout
+			}
 		}
+		if x.err == nil && x.code != 0 {
+			x.err = errExit
+		}
+		if x.err != nil && ctx.Err() == context.DeadlineExceeded {
+			x.err = fmt.Errorf("%w: %w", errAgentTimeout, x.err)
+		}
+		return x.code, x.out, x.err
 	}
 	return r.command(ctx, env)
 }

@@ -50,6 +50,15 @@ type Spec struct {
 	// with RunEnded, while the first is open (without stopping the run)
 	// and after the end. With Fresh, the record is written once, already ended.
 	Single bool
+	// Owned says the caller ends the run (Run.Finish), as belay eval does
+	// once its agent exits: with Config.EndIdle it is still never ended
+	// for being idle, nor ended by its last step's outcome when its
+	// deadline passes between steps; the deadline stops it
+	// (DeadlineExceeded), as without EndIdle. (The gateway's runs end so
+	// because no client says when it is done; an eval run's end is its
+	// agent's exit, and a newcomer's eval run whose deadline passed
+	// between two calls was recorded "succeeded" though the agent failed.)
+	Owned bool
 }
 
 // DefaultTenant is the tenant of a run started without one.
@@ -123,7 +132,7 @@ func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
 		}
 	}
 	r := m.newRun(rec, s.Single)
-	r.ttl = s.IdleTTL
+	r.ttl, r.owned = s.IdleTTL, s.Owned
 	r.created, r.fresh, r.freshSpec = !s.Fresh, s.Fresh, s.Fresh
 	m.publish(s.ID, e, r, nil)
 	if !s.Fresh { // a Fresh run's span is written when it ends, like its record
@@ -282,7 +291,7 @@ func (m *Manager) sweep() {
 	}
 	m.mu.Unlock()
 	for _, r := range rs {
-		if m.cfg.EndIdle && r.idleRunning(m.now()) {
+		if m.cfg.EndIdle && !r.owned && r.idleRunning(m.now()) {
 			r.endIdle(fmt.Sprintf("idle for %s", r.idleTTL()))
 			continue // evicted once its record is written
 		}

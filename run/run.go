@@ -80,6 +80,7 @@ type Run struct {
 	privateOpen int
 	freshSpec   bool // started with Spec.Fresh (for Manager.EndFresh)
 	single      bool // Spec.Single: the run ends with its one step
+	owned       bool // Spec.Owned: only its caller ends it
 	// withCreate: the step admitted in memory of a Single run, whose
 	// spends (createSpends) are written with the record's creation
 	// (store.RunSpender), in one write. Under mu.
@@ -162,7 +163,7 @@ func (r *Run) arm() {
 	defer r.mu.Unlock()
 	r.stopAF = context.AfterFunc(r.ctx, func() {
 		if fe := failure.As(context.Cause(r.ctx)); fe != nil && fe.Reason == failure.DeadlineExceeded {
-			if r.m.cfg.EndIdle && r.idleAtDeadline() {
+			if r.m.cfg.EndIdle && !r.owned && r.idleAtDeadline() {
 				// Nothing was cut short: a run whose client never says
 				// it is over ends by its last step's outcome, as after
 				// an idle time (later steps are still refused for the

@@ -24,6 +24,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/eval"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/retry"
 	"github.com/belay-run/belay/run"
@@ -254,7 +255,9 @@ func (h *Harness) Start(ctx context.Context, sc *eval.Scenario, runID string, li
 	if agent == "" && len(h.suite.Agent.Command) > 0 {
 		agent = filepath.Base(h.suite.Agent.Command[0])
 	}
-	r, err := h.stack.Runs.Start(ctx, run.Spec{ID: runID, Tenant: Tenant, Agent: agent, Limits: limits,
+	// Owned: the run ends when its agent exits (Finish), not for idleness
+	// or at an idle deadline as the gateway's runs do.
+	r, err := h.stack.Runs.Start(ctx, run.Spec{ID: runID, Tenant: Tenant, Agent: agent, Limits: limits, Owned: true,
 		Labels: map[string]string{"suite": h.suite.Name, "scenario": sc.Name, "source": "eval"}})
 	if err != nil {
 		return nil, err
@@ -315,7 +318,10 @@ func (hd *handle) Env(env *eval.Env) {
 
 func (hd *handle) Finish(ctx context.Context, exitCode int, agentErr error) (store.Run, []trace.Span, error) {
 	status := store.RunSucceeded
-	if exitCode != 0 || agentErr != nil {
+	switch {
+	case errors.Is(agentErr, eval.ErrInterrupted):
+		status, agentErr = store.RunStopped, failure.Wrap(failure.Canceled, agentErr)
+	case exitCode != 0 || agentErr != nil:
 		status = store.RunFailed
 	}
 	if err := hd.r.Finish(ctx, status, agentErr); err != nil {
