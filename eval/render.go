@@ -10,8 +10,11 @@ import (
 )
 
 // WriteText writes the terminal report: one row per scenario and overall,
-// then failures by reason and examples of failed runs.
+// then failures by reason and examples of failed runs. It returns the
+// first write error.
 func (r *Report) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	w = ew
 	fmt.Fprintf(w, "suite %s — agent %s — seed %d — %.1fs\n\n", r.Suite, r.Agent, r.Seed, r.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\truns\tpass\trate\t95% Wilson\tpass^k (1/2/4/8)\tp50 ms\tp95 ms\tp99 ms\tmean $/run\t$/success\ttokens in/out (sum)\tturn-cap\tunsafe\tgolden≠")
@@ -47,11 +50,15 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "\nmin_pass_rate %.3f: %s (overall upper bound %.3f)\n", *r.MinPassRate, verdict, r.Overall.Wilson.High)
 	}
-	return nil
+	return ew.err
 }
 
 // WriteMarkdown writes a summary for a pull request comment.
+// It returns the first write error (a full disk): the caller must not
+// keep what was written.
 func (r *Report) WriteMarkdown(w io.Writer) error {
+	ew := &errWriter{w: w}
+	w = ew
 	fmt.Fprintf(w, "### belay eval: %s\n\n", r.Suite)
 	fmt.Fprintf(w, "Overall pass rate **%.1f%%** (95%% CI %.1f–%.1f%%) over %d runs; cost per success $%s; p95 %.0f ms.\n\n",
 		100*r.Overall.PassRate, 100*r.Overall.Wilson.Low, 100*r.Overall.Wilson.High, r.Overall.Runs,
@@ -66,7 +73,23 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %d | %.1f%% | %.1f–%.1f%% | %s | %.0f | %s | %s |\n", sc.Name, sc.Runs, 100*sc.PassRate,
 			100*sc.Wilson.Low, 100*sc.Wilson.High, passK(sc.PassHatK), sc.P95MS, shortUSD(sc.CostPerSuccessUSD), top)
 	}
-	return nil
+	return ew.err
+}
+
+// errWriter keeps the first error of w's writes and writes nothing after
+// it.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }
 
 type junitSuites struct {

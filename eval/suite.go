@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/internal/decimal"
 	"github.com/belay-run/belay/internal/yamlnode"
 )
@@ -340,6 +341,12 @@ func (s *Suite) validate() error {
 			return bad(fmt.Sprintf("%q is not a decision (want approve or deny)", r.Decision), "approvals", fmt.Sprint(i), "decision")
 		}
 	}
+	for i, pat := range s.Tools.SafeToRepeat {
+		if _, err := filepath.Match(pat, "x"); err != nil {
+			// A bad pattern would match no tool, silently.
+			return bad(fmt.Sprintf("bad pattern %q", pat), "tools", "safe_to_repeat", fmt.Sprint(i))
+		}
+	}
 	if len(s.Scenarios) == 0 {
 		return bad("a suite needs at least one scenario", "scenarios")
 	}
@@ -547,6 +554,20 @@ func (sc *Scenario) validate(i int, seen map[string]bool) error {
 	case "", "succeeded", "failed", "stopped":
 	default:
 		return bad(fmt.Sprintf("%q is not a run status (want succeeded, failed or stopped)", e.Status), at("expect", "status")...)
+	}
+	if e.StopReason != "" {
+		// A stopped run's stop reason is the failure reason that stopped
+		// it (run.Run: max_turns_exceeded, budget_exceeded,
+		// deadline_exceeded, killed, canceled, …); only a stopped run has
+		// one.
+		if !failure.Reason(e.StopReason).Known() {
+			return bad(fmt.Sprintf("%q is not a stop reason (want one such as max_turns_exceeded, budget_exceeded, deadline_exceeded, killed)", e.StopReason),
+				at("expect", "stop_reason")...)
+		}
+		if e.Status != "" && e.Status != "stopped" {
+			return bad(fmt.Sprintf("a %s run has no stop reason: only a stopped run has one (status: stopped, or leave status out)", e.Status),
+				at("expect", "stop_reason")...)
+		}
 	}
 	if e.MaxCostUSD != "" {
 		if _, err := parseUSD(e.MaxCostUSD); err != nil {

@@ -100,6 +100,9 @@ func gateFailure(res gate.Result) error {
 	var lines, regressed []string
 	for _, row := range res.Scenarios {
 		switch {
+		case slices.Contains(row.Flags, gate.FlagMissing) && row.Presence == gate.Both:
+			lines = append(lines, fmt.Sprintf("scenario %s has 0 runs in the candidate (the baseline ran it): "+
+				"a scenario left unrun can hide a regression; pass --allow-missing to accept", row.Name))
 		case slices.Contains(row.Flags, gate.FlagMissing):
 			lines = append(lines, fmt.Sprintf("scenario %s is in the baseline but not in the candidate: "+
 				"a removed or renamed scenario can hide a regression; pass --allow-missing to accept", row.Name))

@@ -35,7 +35,12 @@
 //
 // When per-run samples are given, it also checks cost per successful run
 // and p95 latency: a seeded percentile bootstrap gives a (1−2·Alpha)
-// interval for the ratio candidate/baseline, and the row is flagged when the
+// interval for the ratio candidate/baseline (for the overall row of two
+// or more scenarios, both sides standardized to the same mix of
+// scenarios, their runs on both sides combined, and the bootstrap
+// stratified by scenario: pooled samples would read a change in how many
+// runs each scenario had as a change in cost or latency, as for the pass
+// rate), and the row is flagged when the
 // interval's low bound exceeds 1 + tolerance — a one-sided test at level
 // Alpha/m that the candidate is worse by more than the tolerance, where m
 // is the number of rows checked (Bonferroni; the overall row counts unless
@@ -158,6 +163,21 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// ScenarioAlpha returns the one-sided level at which the gate first tests
+// one scenario's pass rate in a suite of scenarios: Alpha when there is
+// one (it is the overall row's test), else its share (1−OverallWeight)·
+// Alpha/scenarios (weighted Holm). A drop confined to one scenario is
+// caught with a given power when the runs are enough at this level; a
+// drop that also lowers the overall row can be caught sooner, once the
+// overall row rejects and hands its share on. Defaults are applied first.
+func (c Config) ScenarioAlpha(scenarios int) float64 {
+	c = c.WithDefaults()
+	if scenarios <= 1 {
+		return c.Alpha
+	}
+	return (1 - c.OverallWeight) * c.Alpha / float64(scenarios)
+}
+
 // Validate reports the first field of c (after defaults) that is out of
 // range, as an error wrapping ErrInvalid.
 func (c Config) Validate() error {
@@ -272,7 +292,8 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 
 	res := Result{Config: cfg, Scenarios: make([]Row, 0, len(names))}
 	var poolB, poolC Group
-	sources := 0 // scenarios whose samples the overall row pools
+	var strataB, strataC [][]Sample // the pooled samples by scenario
+	sources := 0                    // scenarios whose samples the overall row pools
 	for _, n := range names {
 		b, inB := bm[n]
 		c, inC := cm[n]
@@ -292,6 +313,7 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 			poolB, poolC = pool(poolB, b, withSamples), pool(poolC, c, withSamples)
 			if withSamples {
 				sources++
+				strataB, strataC = append(strataB, b.Samples), append(strataC, c.Samples)
 			}
 			if ratioCheckable(b, c, cfg) {
 				res.ratioRows++
@@ -318,7 +340,7 @@ func Compare(base, cand []Group, cfg Config) (Result, error) {
 		}
 		row.explain(cfg, false)
 	}
-	res.Overall.checkRatios(poolB, poolC, cfg, "", each)
+	res.Overall.checkOverallRatios(poolB, poolC, strataB, strataC, cfg, each)
 	res.Overall.explain(cfg, true)
 	return res, nil
 }

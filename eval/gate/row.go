@@ -189,6 +189,12 @@ func (r *Row) checkRatios(b, c Group, cfg Config, key string, alpha float64) {
 		r.Cost = ratioCheck(b.Samples, c.Samples, costPerSuccess, cfg, conf, cfg.CostTolerance, stream(cfg.Seed, "cost", key))
 	}
 	r.Latency = ratioCheck(b.Samples, c.Samples, p95Latency(), cfg, conf, cfg.LatencyTolerance, stream(cfg.Seed, "latency", key))
+	r.flagRatios(cfg)
+}
+
+// flagRatios flags (or warns of) the regressions the cost and latency
+// checks found.
+func (r *Row) flagRatios(cfg Config) {
 	if r.Cost.Regressed {
 		r.Flags = append(r.Flags, FlagCostPerSuccess)
 	}
@@ -197,6 +203,93 @@ func (r *Row) checkRatios(b, c Group, cfg Config, key string, alpha float64) {
 		r.Flags = append(r.Flags, FlagLatencyP95)
 	case r.Latency.Regressed:
 		r.Warnings = append(r.Warnings, FlagLatencyP95)
+	}
+}
+
+// checkOverallRatios is checkRatios for the overall row, whose samples
+// come from several scenarios (the strata, in the same order on both
+// sides): cost per success and p95 latency are standardized to one mix of
+// scenarios on both sides, each scenario weighted by its runs on both
+// sides together, and the bootstrap resamples within each scenario
+// (stats.BootstrapRatioStrata). A scenario run 100 times cheaply in the
+// baseline and 10 times in the candidate, another the other way round,
+// each at its old cost, then reads ×1, not the pooled ×9 (an adversarial
+// review). Base and Cand show the standardized values. With one stratum
+// it is checkRatios over the pooled samples.
+func (r *Row) checkOverallRatios(b, c Group, strataB, strataC [][]Sample, cfg Config, alpha float64) {
+	if len(strataB) < 2 {
+		r.checkRatios(b, c, cfg, "", alpha)
+		return
+	}
+	if !ratioCheckable(b, c, cfg) {
+		return
+	}
+	w := make([]float64, len(strataB))
+	total := 0.0
+	for i := range strataB {
+		w[i] = float64(len(strataB[i]) + len(strataC[i]))
+		total += w[i]
+	}
+	for i := range w {
+		w[i] /= total
+	}
+	r.ratioAlpha = alpha
+	conf := 1 - 2*alpha
+	check := func(stat func([][]Sample) float64, tol float64, rng *rand.Rand) RatioCheck {
+		lo, hi := stats.BootstrapRatioStrata(strataB, strataC, stat, cfg.BootstrapIters, conf, rng)
+		return RatioCheck{Checked: !math.IsNaN(lo), Base: stat(strataB), Cand: stat(strataC), Low: lo, High: hi, Regressed: lo > 1+tol}
+	}
+	cost := stdCostPerSuccess(w)
+	if base := cost(strataB); base == 0 {
+		r.Cost = RatioCheck{Base: 0, Cand: cost(strataC), Low: math.NaN(), High: math.NaN()}
+	} else {
+		r.Cost = check(cost, cfg.CostTolerance, stream(cfg.Seed, "cost", ""))
+	}
+	r.Latency = check(stdP95Latency(w), cfg.LatencyTolerance, stream(cfg.Seed, "latency", ""))
+	r.flagRatios(cfg)
+}
+
+// stdCostPerSuccess returns a statistic: cost per successful run over
+// strata weighted by w (Σw = 1): Σ w·(mean cost of the stratum) over
+// Σ w·(pass rate of the stratum); +Inf when nothing passed.
+func stdCostPerSuccess(w []float64) func([][]Sample) float64 {
+	return func(strata [][]Sample) float64 {
+		var cost, pass float64
+		for i, s := range strata {
+			var c float64
+			p := 0
+			for _, x := range s {
+				c += x.CostUSD
+				if x.Passed {
+					p++
+				}
+			}
+			n := float64(len(s))
+			cost += w[i] * c / n
+			pass += w[i] * float64(p) / n
+		}
+		if pass == 0 {
+			return math.Inf(1)
+		}
+		return cost / pass
+	}
+}
+
+// stdP95Latency returns a statistic: the nearest-rank p95 of the runs'
+// latencies, in ms, each run weighted by its stratum's weight over the
+// stratum's runs (stats.WeightedQuantile). It reuses its buffers, so it
+// must not be shared between goroutines.
+func stdP95Latency(w []float64) func([][]Sample) float64 {
+	var xs, ws []float64
+	return func(strata [][]Sample) float64 {
+		xs, ws = xs[:0], ws[:0]
+		for i, s := range strata {
+			each := w[i] / float64(len(s))
+			for _, x := range s {
+				xs, ws = append(xs, x.LatencyMS), append(ws, each)
+			}
+		}
+		return stats.WeightedQuantile(xs, ws, 0.95)
 	}
 }
 

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -80,6 +81,84 @@ func BootstrapRatio[T any](base, cand []T, stat func([]T) float64, iters int, co
 	slices.Sort(ratios)
 	tail := (1 - conf) / 2
 	return percentile(ratios, tail), percentile(ratios, 1-tail)
+}
+
+// BootstrapRatioStrata is BootstrapRatio for samples in strata (the runs
+// of each scenario): each round resamples every stratum of each side
+// within itself, to its own size, so that stat, which sees the strata,
+// can weigh them alike on both sides (a stratified bootstrap: Efron and
+// Tibshirani, 1993, ch. 8.3 "two-sample and more general problems").
+// base and cand hold the same strata in the same order; a stratum empty
+// on either side, or unequal numbers of strata, give (NaN, NaN), as do
+// no strata at all. Conventions and panics are BootstrapRatio's.
+func BootstrapRatioStrata[T any](base, cand [][]T, stat func([][]T) float64, iters int, conf float64, rng *rand.Rand) (low, high float64) {
+	if iters < 1 {
+		panic(fmt.Sprintf("stats: BootstrapRatioStrata iters %d: must be ≥ 1", iters))
+	}
+	if !(conf > 0 && conf < 1) {
+		panic(fmt.Sprintf("stats: BootstrapRatioStrata conf %v: must be in (0, 1)", conf))
+	}
+	if rng == nil {
+		panic("stats: BootstrapRatioStrata: nil rng")
+	}
+	if len(base) == 0 || len(base) != len(cand) {
+		return math.NaN(), math.NaN()
+	}
+	for i := range base {
+		if len(base[i]) == 0 || len(cand[i]) == 0 {
+			return math.NaN(), math.NaN()
+		}
+	}
+	bufB, bufC := strataBuf(base), strataBuf(cand)
+	ratios := make([]float64, 0, iters)
+	for range iters {
+		for i := range base {
+			resample(bufB[i], base[i], rng)
+			resample(bufC[i], cand[i], rng)
+		}
+		r := Ratio(stat(bufC), stat(bufB))
+		if !math.IsNaN(r) {
+			ratios = append(ratios, r)
+		}
+	}
+	if len(ratios) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	slices.Sort(ratios)
+	tail := (1 - conf) / 2
+	return percentile(ratios, tail), percentile(ratios, 1-tail)
+}
+
+// strataBuf returns buffers the shape of strata.
+func strataBuf[T any](strata [][]T) [][]T {
+	out := make([][]T, len(strata))
+	for i, s := range strata {
+		out[i] = make([]T, len(s))
+	}
+	return out
+}
+
+// WeightedQuantile returns the nearest-rank q-quantile of xs where xs[i]
+// has weight w[i] ≥ 0: the smallest x whose cumulative weight, in
+// ascending order of x, reaches q of the total (gonum's weighted Empirical
+// quantile). With equal weights it is Quantile. It reorders neither
+// slice; NaN when xs is empty or has no weight.
+func WeightedQuantile(xs, w []float64, q float64) float64 {
+	idx := make([]int, len(xs))
+	total := 0.0
+	for i := range idx {
+		idx[i] = i
+		total += w[i]
+	}
+	if !(total > 0) {
+		return math.NaN()
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
+	sx, sw := make([]float64, len(xs)), make([]float64, len(xs))
+	for k, i := range idx {
+		sx[k], sw[k] = xs[i], w[i]
+	}
+	return stat.Quantile(q, stat.Empirical, sx, sw)
 }
 
 // percentile is Quantile over already sorted data; gonum's Empirical
