@@ -378,3 +378,14 @@ func TestParseDurationRange(t *testing.T) {
 		t.Errorf("ParseDuration(2562047h) = %v, %v", d, err)
 	}
 }
+
+// redact names a built-in redaction; a typo is the config's error, with
+// its key and line (newcomer finding: `redact: [emails]` failed at start,
+// exit 1, without either).
+func TestRedactNamesChecked(t *testing.T) {
+	_, err := Parse([]byte("redact: [email, emails]\n"), "belay.yaml", func(string) (string, bool) { return "", false })
+	want := `config belay.yaml: line 1: redact[1]: "emails" is not a redaction; want one of bearer, api_key, email, card_number`
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse: %v\nwant %s", err, want)
+	}
+}

@@ -2,15 +2,17 @@ package config
 
 import (
 	"fmt"
-	"github.com/belay-run/belay/internal/suggest"
 	"net"
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
+	"github.com/belay-run/belay/internal/suggest"
 	"github.com/belay-run/belay/retry"
 	"github.com/belay-run/belay/sim"
+	"github.com/belay-run/belay/trace"
 )
 
 // Validate reports the first invalid field as an *Error naming its key path
@@ -61,6 +63,11 @@ func (c *Config) Validate() error {
 	if c.OTLP.Endpoint != "" {
 		if u, err := url.Parse(c.OTLP.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return bad("otlp.endpoint", "%q is not an http(s) URL", c.OTLP.Endpoint)
+		}
+	}
+	for i, name := range c.Redact {
+		if !slices.Contains(trace.BuiltinRedactions, name) {
+			return bad(fmt.Sprintf("redact[%d]", i), "%q is not a redaction; want one of %s", name, strings.Join(trace.BuiltinRedactions, ", "))
 		}
 	}
 	if _, err := sim.ParseProfile(c.Sim.Profile); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -48,7 +49,7 @@ func main() {
 		}
 	}
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "belay ") { // one that names its command ("belay runs: …") has its prefix
+	if !strings.HasPrefix(msg, "belay ") && !strings.HasPrefix(msg, "belay:") { // one that names its command ("belay runs: …") has its prefix
 		msg = "belay: " + msg
 	}
 	fmt.Fprintln(os.Stderr, msg)
@@ -61,6 +62,7 @@ func newRoot() *cobra.Command {
 		Short:         "belay makes LLM agents safe to run unattended: bounded, visible, measured",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
 	root.AddCommand(evalCmd(), gateCmd())
 	addMore(root)
@@ -75,6 +77,30 @@ func newRoot() *cobra.Command {
 		return fmt.Errorf("%s: %w%s (usage: %s; %s --help for its flags)", c.CommandPath(), err, hint, c.UseLine(), c.CommandPath())
 	})
 	return root
+}
+
+// version is the build's module version, with its VCS revision and time
+// when the build recorded them (go build in a git checkout):
+// "(devel) 0896581a3b2c 2026-12-01T10:20:00Z".
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " " + s.Value[:min(12, len(s.Value))]
+		case "vcs.time":
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return v
 }
 
 // flagAliases are flag names other tools use, by the flag belay has for

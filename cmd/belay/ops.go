@@ -334,7 +334,7 @@ func writeRuns(w io.Writer, runs []store.Run, now time.Time) error {
 		}
 		cost := r.Cost.String()
 		if r.CostEstimated { // part of the usage was estimated (a cut answer, a lost attempt), as trace show marks it
-			cost += "(estimated)"
+			cost += " (estimated)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%s\n",
 			r.ID, orDash(r.Tenant), orDash(r.Agent), r.Status, orDash(runReason(r)), r.Turns, r.ToolCalls,

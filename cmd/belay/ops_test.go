@@ -143,8 +143,8 @@ func TestRuns(t *testing.T) {
 	out, _, err := belay(t, url, "runs")
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "ID  ", "REASON", "r1  acme", "stopped", "budget_exceeded", "300/120", "$0.0123", "2.5s",
-		"r2  globex", "succeeded", "$0.00045(estimated)", "800ms")
-	if strings.Contains(out, "$0.0123(estimated)") {
+		"r2  globex", "succeeded", "$0.00045 (estimated)", "800ms")
+	if strings.Contains(out, "$0.0123 (estimated)") {
 		t.Errorf("r1's cost, from usage, is marked estimated:\n%s", out)
 	}
 	// Newest first.
