@@ -310,6 +310,9 @@ func (s *Suite) validate() error {
 	if s.Version != SuiteVersion {
 		return bad(fmt.Sprintf("version %d is not understood (this belay reads version %d)", s.Version, SuiteVersion), "version")
 	}
+	if s.Agent.Go == "" && s.Agent.Command != nil && (len(s.Agent.Command) == 0 || strings.TrimSpace(s.Agent.Command[0]) == "") {
+		return bad("names no program: give the program and its arguments, e.g. [python3, agent.py]", "agent", "command")
+	}
 	if (s.Agent.Go == "") == (len(s.Agent.Command) == 0) {
 		return bad("name exactly one of agent.go (an in-process Go agent) or agent.command", "agent")
 	}

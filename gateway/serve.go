@@ -161,19 +161,19 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	if usesSim(cfg) {
 		p, err := sim.ParseProfile(cfg.Sim.Profile)
 		if err != nil {
-			return nil, fmt.Errorf("gateway: sim.profile: %w", err)
+			return nil, &ConfigError{fmt.Errorf("gateway: sim.profile: %w", err)}
 		}
 		var script *sim.Script
 		if cfg.Sim.Script != "" {
 			b, err := os.ReadFile(cfg.Sim.Script)
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("gateway: sim.script: %w (a relative path in a config file is read from that file's folder)", err)
+				return nil, &ConfigError{fmt.Errorf("gateway: sim.script: %w (a relative path in a config file is read from that file's folder)", err)}
 			}
 			if err != nil {
-				return nil, fmt.Errorf("gateway: sim.script: %w", err)
+				return nil, &ConfigError{fmt.Errorf("gateway: sim.script: %w", err)}
 			}
 			if script, err = sim.ParseScript(b); err != nil {
-				return nil, fmt.Errorf("gateway: sim.script %s: %w", cfg.Sim.Script, err)
+				return nil, &ConfigError{fmt.Errorf("gateway: sim.script %s: %w", cfg.Sim.Script, err)}
 			}
 		}
 		st.Sim = sim.New(sim.Config{Profile: p, Seed: uint64(cfg.Sim.Seed), Script: script, Deployments: simProfiles(cfg)})
@@ -264,7 +264,12 @@ func (st *Stack) Close(ctx context.Context) error {
 		errs = append(errs, st.Recorder.Close(ctx))
 	}
 	if st.exporter != nil {
-		errs = append(errs, st.exporter.Close(ctx))
+		// The OTLP export is a copy of the stored trace: spans it could not
+		// send are a warning in the log, not a failed shutdown (an
+		// unreachable collector made belay serve exit 1 after serving well).
+		if err := st.exporter.Close(ctx); err != nil {
+			st.log.Warn("otlp export incomplete at shutdown; the store holds every span", "err", err)
+		}
 	}
 	if st.closeStore && st.Store != nil {
 		errs = append(errs, st.Store.Close())
@@ -361,6 +366,15 @@ func pricingFor(cfg *config.Config) (*budget.Pricing, error) {
 	}
 	return p, nil
 }
+
+// ConfigError is a config the gateway cannot be built from for a reason
+// config.Validate does not see, because it reads no files: sim.script
+// missing or malformed. It is the operator's to fix (belay serve exits 2,
+// as for a config that fails to load).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // UnpricedError is a config whose money limits cannot hold: a deployment's
 // model has no price (not in the built-in table, no pricing: entry), so

@@ -211,6 +211,7 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, wr wire) {
 	s.record(dep, fault)
 
 	w.Header().Set(wr.idHeader(), ex.requestID)
+	w.Header().Set("X-Sim-Profile", prof.Name) // which profile served: /d/flakey (a typo) says none
 	if fault != Reset && fault != Hang {
 		if retry.Sleep(r.Context(), latency) != nil {
 			return

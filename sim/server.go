@@ -25,6 +25,9 @@
 // name ("/d/down/v1/messages" is always down); failing that, Config.Profile.
 // So one sim can serve a healthy deployment at "/d/a" and a dead one at
 // "/d/down" at the same time.
+// Every model answer names the profile that served it in the
+// X-Sim-Profile response header (a misspelt "/d/flakey" answers with
+// Config.Profile, and says so).
 //
 // Per-request controls (headers):
 //

@@ -58,6 +58,9 @@ fresh machine.`,
 					"add a models: section to call real providers\n", file, strings.Join(aliases(cfg), " and "))
 			}
 			if listen != "" {
+				if err := checkListen(listen); err != nil {
+					return badInput(err)
+				}
 				cfg.Listen = listen
 			}
 			if storeURL != "" {
@@ -85,6 +88,9 @@ fresh machine.`,
 				if ue, ok := errors.AsType[*gateway.UnpricedError](err); ok { // the config's fault
 					return badInput(ue)
 				}
+				if ce, ok := errors.AsType[*gateway.ConfigError](err); ok {
+					return badInput(ce)
+				}
 				return exit(1, err)
 			}
 			return nil
@@ -96,6 +102,16 @@ fresh machine.`,
 	f.StringVar(&storeURL, "store", "", "store URL: sqlite://PATH (or a bare file path), postgres://URL or memory:// (nothing kept) (default from the config, else sqlite://belay.db)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile (go tool pprof) to this file until the gateway stops")
 	return c
+}
+
+// checkListen refuses a --listen that is not host:port before anything
+// starts, as the config's listen: is refused (exit 2): "localhost" alone
+// failed at bind, exit 1.
+func checkListen(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--listen %q is not host:port (e.g. 127.0.0.1:4000, or :4000 for every interface)", addr)
+	}
+	return nil
 }
 
 // serveGCPercent is the garbage collector's target of `belay serve` when
@@ -154,6 +170,9 @@ Profiles:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := sim.ParseProfile(profile)
 			if err != nil {
+				return badInput(err)
+			}
+			if err := checkListen(listen); err != nil {
 				return badInput(err)
 			}
 			cfg := sim.Config{Profile: p, Seed: seed}

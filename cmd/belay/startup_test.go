@@ -1,0 +1,28 @@
+package main
+
+import (
+	"testing"
+)
+
+// What is wrong with the command line or the config exits 2 before
+// anything starts, whether it came from a flag or from the file
+// (newcomer findings: --listen localhost and a missing sim.script exited 1
+// at bind and at build, like a failure of the machine).
+func TestStartupInputErrorsExit2(t *testing.T) {
+	dir := t.TempDir()
+	missing := writeText(t, dir, "missing.yaml", "store: memory://\nlisten: 127.0.0.1:0\nsim: {script: nope.yaml}\n")
+	malformed := writeText(t, dir, "malformed.yaml", "store: memory://\nlisten: 127.0.0.1:0\nsim: {script: bad.yaml}\n")
+	writeText(t, dir, "bad.yaml", "rules: [{when: {}, reply: 3}]\n")
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"serve", "--listen", "localhost", "--store", "memory://"}, `--listen "localhost" is not host:port`},
+		{[]string{"sim", "--listen", "4010"}, `--listen "4010" is not host:port`},
+		{[]string{"serve", "--config", missing}, "sim.script: open " + dir + "/nope.yaml: no such file or directory"},
+		{[]string{"serve", "--config", malformed}, "sim.script " + dir + "/bad.yaml: "},
+	} {
+		_, _, err := belayArgs(t, tc.args...)
+		t.Run(tc.args[0], func(t *testing.T) { wantCode(t, err, 2, tc.msg) })
+	}
+}
