@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -387,5 +388,31 @@ func TestRedactNamesChecked(t *testing.T) {
 	want := `config belay.yaml: line 1: redact[1]: "emails" is not a redaction; want one of bearer, api_key, email, card_number`
 	if err == nil || err.Error() != want {
 		t.Errorf("Parse: %v\nwant %s", err, want)
+	}
+}
+
+// A base_url with a /v1 too many (anthropic) or too few (OpenAI's own API)
+// is refused at its line: every call would 404 (newcomer finding: only
+// the first call's error said so).
+func TestBaseURLPathSlips(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	for _, tc := range []struct{ provider, url, want string }{
+		{"anthropic", "https://api.anthropic.com/v1", "ends in /v1, which belay adds itself for anthropic"},
+		{"anthropic", "http://127.0.0.1:9/proxy/v1/", "ends in /v1, which belay adds itself for anthropic"},
+		{"openai", "https://api.openai.com", "is OpenAI's API without its /v1 path"},
+		{"openai", "https://api.openai.com/", "is OpenAI's API without its /v1 path"},
+		{"anthropic", "https://api.anthropic.com", ""},
+		{"openai", "https://api.openai.com/v1/", ""},
+		{"openai", "https://api.groq.com/openai/v1", ""},
+		{"openai", "http://127.0.0.1:8000", ""},
+	} {
+		y := "models:\n  - alias: m\n    deployments:\n      - {name: d, provider: " + tc.provider + ", model: x, base_url: \"" + tc.url + "\", api_key: k}\n"
+		_, err := Parse([]byte(y), "belay.yaml", env)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v", tc.provider, tc.url, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), "line 4: models[0].deployments[0].base_url: \""+tc.url+"\" "+tc.want)):
+			t.Errorf("%s %s: %v; want %q", tc.provider, tc.url, err, tc.want)
+		}
 	}
 }

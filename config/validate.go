@@ -152,6 +152,9 @@ func (c *Config) validateModels() error {
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return bad(df+".base_url", "%q is not an http(s) URL or %s", d.BaseURL, SimBaseURL)
 			}
+			if msg := pathSlip(d.Provider, u); msg != "" {
+				return bad(df+".base_url", "%q %s", d.BaseURL, msg)
+			}
 			if !d.APIKey.IsSet() && (u.Host == providerHost(OpenAIBaseURL) || u.Host == providerHost(AnthropicBaseURL)) {
 				// A self-hosted endpoint (vLLM, Ollama) may take no key:
 				// the call then goes without Authorization or x-api-key.
@@ -160,6 +163,24 @@ func (c *Config) validateModels() error {
 		}
 	}
 	return nil
+}
+
+// pathSlip says what is wrong with a base_url whose path has a /v1 too
+// many or too few, or "": the Anthropic SDKs' base URL has no /v1 (belay
+// adds /v1/messages, so ".../v1" would call /v1/v1/messages), and OpenAI's
+// own API is under /v1 (https://api.openai.com alone would call
+// /chat/completions, a 404). Other OpenAI-compatible hosts keep their own
+// layouts (Groq's /openai/v1, Azure's deployment paths) and are not
+// checked.
+func pathSlip(provider string, u *url.URL) string {
+	p := strings.TrimSuffix(u.Path, "/")
+	switch {
+	case provider == ProviderAnthropic && strings.HasSuffix(p, "/v1"):
+		return "ends in /v1, which belay adds itself for anthropic (it calls BASE/v1/messages, as the Anthropic SDKs do): drop the /v1"
+	case provider == ProviderOpenAI && u.Host == providerHost(OpenAIBaseURL) && p != "/v1":
+		return "is OpenAI's API without its /v1 path: use " + OpenAIBaseURL + " (belay calls BASE/chat/completions, as the OpenAI SDKs do)"
+	}
+	return ""
 }
 
 // deploymentDiff names the fields in which the first other deployment

@@ -62,7 +62,7 @@ func TestUnknownURLNamesBaseURL(t *testing.T) {
 	anURL := notFound(`{"type":"error","error":{"type":"not_found_error","message":"Not Found"}}`)
 	modelURL := notFound(`{"error":{"message":"The model 'gpt-9' does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)
 	logged := make(records, 256)
-	g := newGWOpts(t, oaAnConfig(oaURL, anURL+"/v1", "",
+	g := newGWOpts(t, oaAnConfig(oaURL, anURL+"/anthropic", "",
 		fmt.Sprintf("  - alias: gone\n    deployments: [{name: gone-1, provider: openai, model: gpt-4o, base_url: %q, api_key: k}]\n", modelURL+"/v1")),
 		gateway.Options{Logger: slog.New(logged)})
 

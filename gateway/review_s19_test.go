@@ -284,7 +284,7 @@ models:
     deployments: [{name: an-1, provider: anthropic, model: claude-9, base_url: %q, api_key: sk-upstream-secret}]
   - alias: an-url
     deployments: [{name: an-2, provider: anthropic, model: claude-9, base_url: %q, api_key: sk-upstream-secret}]
-`, oaModel+"/v1", anModel, anURL+"/v1"), gateway.Options{Logger: slog.New(logged)})
+`, oaModel+"/v1", anModel, anURL+"/anthropic"), gateway.Options{Logger: slog.New(logged)})
 	for _, c := range []struct {
 		path, body string
 		hint       bool
@@ -334,7 +334,7 @@ func TestS19_PathHintForStreams(t *testing.T) {
 	oaURL := s19NotFound(t, "application/json", `{"error":{"message":"Unknown request URL: POST PATH. Please check the URL for typos.","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
 	anURL := s19NotFound(t, "application/json", `{"type":"error","error":{"type":"not_found_error","message":"Not Found"}}`)
 	logged := make(records, 256)
-	g := newGWOpts(t, oaAnConfig(oaURL, anURL+"/v1", "", ""), gateway.Options{Logger: slog.New(logged)})
+	g := newGWOpts(t, oaAnConfig(oaURL, anURL+"/anthropic", "", ""), gateway.Options{Logger: slog.New(logged)})
 	for _, c := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{"model":"oa","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 		{"/v1/messages", `{"model":"an","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},

@@ -669,7 +669,7 @@ func TestServeSlipsGetHints(t *testing.T) {
 	_, _, err := belayArgs(t, "serve", "--port", "4001")
 	wantCode(t, err, 2, "unknown flag: --port; did you mean --listen?")
 	_, _, err = belayArgs(t, "serve", "--listen", "4099")
-	wantCode(t, err, 1, "missing port in address (want HOST:PORT, such as 127.0.0.1:4000 or :4000)")
+	wantCode(t, err, 2, `--listen "4099" is not host:port (e.g. 127.0.0.1:4000, or :4000 for every interface)`)
 	_, _, err = belayArgs(t, "serve", "--config", "../../examples/refund-agent/suite.yaml")
 	wantCode(t, err, 2, "looks like an eval suite, with scenarios: run it with belay eval ../../examples/refund-agent/suite.yaml")
 	_, _, err = belayArgs(t, "serve", "--store", "foo://x", "--listen", "127.0.0.1:0")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -130,6 +131,16 @@ func printDiff(w io.Writer, a, b []byte, nameA, nameB string) error {
 	return exit(1, differError{fmt.Sprintf("traces of %s and %s differ in %d %s", nameA, nameB, len(d.Entries), steps)})
 }
 
+// checkGoldenName refuses a golden name a suite's expect.golden could not
+// name plainly: empty, longer than 200 bytes, or holding white space or
+// control characters.
+func checkGoldenName(name string) error {
+	if name == "" || len(name) > 200 || strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 || !utf8.ValidString(name) {
+		return fmt.Errorf("golden name %q: want 1 to 200 bytes of UTF-8 without spaces or control characters (e.g. refund-path)", name)
+	}
+	return nil
+}
+
 func goldenCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "golden",
@@ -141,10 +152,18 @@ func goldenCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, name := args[0], args[1]
+			if err := checkGoldenName(name); err != nil {
+				return badInput(err)
+			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
-				_, spans, err := runSpans(ctx, st, id)
+				run, spans, err := runSpans(ctx, st, id)
 				if err != nil {
 					return err
+				}
+				if run.Status == store.RunRunning {
+					// Its trace may still grow: a golden of half a run
+					// fails every whole run diffed against it.
+					return exit(1, fmt.Errorf("run %s is still running: save it as a golden once it has ended (belay runs shows its status; belay kill run %s ends it)", id, id))
 				}
 				if len(spans) == 0 {
 					return exit(1, fmt.Errorf("run %s has no spans", id))
