@@ -104,6 +104,7 @@ func TestAdversary14SuiteErrorsNameNoGoTypes(t *testing.T) {
 			`scenarios.0.expect.trajectory: must be a mapping of fields (mode, tools), not a list`},
 		{"word for a number", head + "min_pass_rate: high\nscenarios: [{name: a}]\n", "min_pass_rate", `min_pass_rate: must be a number, not "high"`},
 		{"fraction for a whole number", head + "runs: 1.5\nscenarios: [{name: a}]\n", "runs:", `runs: must be a whole number, not "1.5"`},
+		{"fraction in exponent form", head + "limits: {max_turns: 1.5e0}\nscenarios: [{name: a}]\n", "limits:", `limits.max_turns: must be a whole number, not "1.5e0"`},
 		{"fraction for an exit code", head + "scenarios: [{name: a, expect: {exit_code: 0.5}}]\n", "scenarios:",
 			`scenarios.0.expect.exit_code: must be a whole number, not "0.5"`},
 		{"word for a list of numbers", head + "providers: {sim: {down: [first]}}\nscenarios: [{name: a}]\n", "providers",

@@ -19,3 +19,16 @@ func TestAgentCommandNamesNoProgram(t *testing.T) {
 		t.Errorf("no agent: %s", msg)
 	}
 }
+
+// A whole number in exponent form is a whole number, as the gateway's
+// config reads it (newcomer finding: max_tokens: 1e5 loaded there and
+// was refused here).
+func TestExponentWholeNumbers(t *testing.T) {
+	s, err := LoadSuite(writeSuite(t, "version: 1\nagent: {command: [echo, hi]}\nruns: 2e1\nlimits: {max_turns: 1e2, max_tokens: 1.5e5}\nscenarios: [{name: a}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Runs != 20 || s.Limits.MaxTurns != 100 || s.Limits.MaxTokens != 150000 {
+		t.Errorf("runs %d, max_turns %d, max_tokens %d; want 20, 100, 150000", s.Runs, s.Limits.MaxTurns, s.Limits.MaxTokens)
+	}
+}

@@ -227,3 +227,31 @@ scenarios:
 		t.Errorf("overall golden: checked %d, mismatch rate %v; want 4, 0.5", rep.Overall.GoldenChecked, rep.Overall.GoldenMismatch)
 	}
 }
+
+// TestOutputAnchorsIgnoreTrailingNewlines: expect.output matches the
+// output as it is or without its trailing newlines, so "^hi$" passes an
+// agent that prints "hi\n" (and "\r\n"), and still fails one that prints
+// more (the "\n$" form is TestCommandHangAndCrash's).
+func TestOutputAnchorsIgnoreTrailingNewlines(t *testing.T) {
+	text := `version: 1
+name: x
+agent: {command: [sh, -c, 'case "$BELAY_INPUT" in crlf) printf "hi\r\n\r\n";; more) printf "hi there\n";; *) echo hi;; esac']}
+runs: 1
+scenarios:
+  - {name: lf, input: lf, expect: {output: '^hi$'}}
+  - {name: crlf, input: crlf, expect: {output: '^hi$'}}
+  - {name: more, input: more, expect: {output: '^hi$'}}
+`
+	rep, err := Run(t.Context(), suiteFor(t, text, ""), (&fakeHarness{}).factory(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Outcomes) != 3 {
+		t.Fatalf("%d outcomes", len(rep.Outcomes))
+	}
+	for _, o := range rep.Outcomes {
+		if want := o.Scenario != "more"; o.Passed != want {
+			t.Errorf("%s: passed %v, want %v (output %q, failures %q)", o.Scenario, o.Passed, want, o.Output, o.Failures)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -133,8 +134,11 @@ func checkFields(n *yaml.Node, t reflect.Type, path []string) error {
 		}
 	}
 	if isWhole(t) && n.ShortTag() == "!!float" {
-		// The decoder would truncate 1.5 to 1.
-		return badAt(n, valueMessage(t, n, nil), path...)
+		// The decoder would truncate 1.5 to 1; 1e5 is whole, as the
+		// gateway's config takes it.
+		if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
+			return badAt(n, valueMessage(t, n, nil), path...)
+		}
 	}
 	if isWhole(t) && n.ShortTag() == "!!int" && leadingZero.MatchString(n.Value) {
 		// The decoder reads 010 as octal 8 (YAML 1.1); a suite author
