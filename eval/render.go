@@ -60,9 +60,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	ew := &errWriter{w: w}
 	w = ew
 	fmt.Fprintf(w, "### belay eval: %s\n\n", r.Suite)
-	fmt.Fprintf(w, "Overall pass rate **%.1f%%** (95%% CI %.1f–%.1f%%) over %d runs; cost per success $%s; p95 %.0f ms.\n\n",
+	perSuccess := "– (no run passed)"
+	if r.Overall.CostPerSuccessUSD != "" {
+		perSuccess = "$" + shortUSD(r.Overall.CostPerSuccessUSD)
+	}
+	fmt.Fprintf(w, "Overall pass rate **%.1f%%** (95%% CI %.1f–%.1f%%) over %d runs; cost per success %s; p95 %.0f ms.\n\n",
 		100*r.Overall.PassRate, 100*r.Overall.Wilson.Low, 100*r.Overall.Wilson.High, r.Overall.Runs,
-		shortUSD(r.Overall.CostPerSuccessUSD), r.Overall.P95MS)
+		perSuccess, r.Overall.P95MS)
 	fmt.Fprintln(w, "| scenario | runs | pass rate | 95% CI | pass^k | p95 ms | $/success | top failure |")
 	fmt.Fprintln(w, "|---|---:|---:|---|---|---:|---:|---|")
 	for _, sc := range r.Scenarios {

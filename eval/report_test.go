@@ -340,3 +340,24 @@ func TestReportMarkdownAndText(t *testing.T) {
 		}
 	}
 }
+
+// A report in which no run passed has no cost per success: the Markdown
+// says so instead of "$–".
+func TestMarkdownNoSuccess(t *testing.T) {
+	rep := &Report{Suite: "s", Overall: Summary{Runs: 3}}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "cost per success – (no run passed);") || strings.Contains(md.String(), "$–") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+	rep.Overall.CostPerSuccessUSD = "0.000172"
+	md.Reset()
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "cost per success $0.000172;") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}
