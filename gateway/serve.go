@@ -45,6 +45,39 @@ type Stack struct {
 	flushing atomic.Int32
 }
 
+// StartRun starts a run as Runs.Start does, under the config's limits for
+// the run's tenant (Config.TenantLimits; "default" when spec names none),
+// as the gateway bounds a run its client names: a limit spec leaves 0
+// takes the config's, and one it sets is kept only where it is tighter
+// (a spec cannot raise a limit the operator set). Runs.Start itself
+// applies spec.Limits alone: zero there is no limit. Errors are
+// Runs.Start's. Safe for concurrent use.
+func (st *Stack) StartRun(ctx context.Context, spec run.Spec) (*run.Run, error) {
+	tenant := spec.Tenant
+	if tenant == "" {
+		tenant = run.DefaultTenant
+	}
+	spec.Limits = tighter(spec.Limits, storeLimits(st.Server.cfg.TenantLimits(tenant)))
+	return st.Runs.Start(ctx, spec)
+}
+
+// tighter returns, for each limit, the smaller of a's and b's, where 0 is
+// no limit.
+func tighter(a, b store.Limits) store.Limits {
+	pick := func(x, y int64) int64 {
+		if x == 0 || (y != 0 && y < x) {
+			return y
+		}
+		return x
+	}
+	return store.Limits{
+		MaxTurns:  int(pick(int64(a.MaxTurns), int64(b.MaxTurns))),
+		Deadline:  time.Duration(pick(int64(a.Deadline), int64(b.Deadline))),
+		MaxTokens: pick(a.MaxTokens, b.MaxTokens),
+		MaxCost:   budget.USD(pick(int64(a.MaxCost), int64(b.MaxCost))),
+	}
+}
+
 // Flush waits, until ctx is done, for what the stack writes in the
 // background to be in the store: the records, settles and announced
 // steps of run runID (of every run this process holds when runID is
