@@ -54,6 +54,14 @@ type Checker interface {
 	Check(ctx context.Context, env Env, check string) error
 }
 
+// CheckParser is implemented by a Checker that can tell, before any run,
+// a check text it cannot read: Run refuses the suite (ErrBadSuite, naming
+// the scenario's expect.check) instead of failing every run of the
+// scenario with the same error. ParseCheck must not depend on a run.
+type CheckParser interface {
+	ParseCheck(check string) error
+}
+
 var (
 	agentsMu sync.Mutex
 	agents   = map[string]Agent{}

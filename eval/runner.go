@@ -134,6 +134,16 @@ func Run(ctx context.Context, s *Suite, newHarness HarnessFactory, opt Options) 
 			return nil, fmt.Errorf("%w: %s: agent.go: %w", ErrBadSuite, s.Path, err)
 		}
 		inproc = a
+		if cp, ok := a.(CheckParser); ok {
+			for i, sc := range s.Scenarios {
+				if sc.Expect.Check == "" {
+					continue
+				}
+				if err := cp.ParseCheck(sc.Expect.Check); err != nil {
+					return nil, fmt.Errorf("%w: %s: scenarios.%d.expect.check (scenario %s): %w", ErrBadSuite, s.Path, i, sc.Name, err)
+				}
+			}
+		}
 	}
 	if len(s.Agent.Command) > 0 {
 		if err := findProgram(s.Dir, s.Agent.Command[0]); err != nil {

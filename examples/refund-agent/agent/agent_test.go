@@ -24,3 +24,24 @@ func TestModelError(t *testing.T) {
 		t.Errorf("other error: %q; want its text", got)
 	}
 }
+
+// ParseCheck reads the suite's check texts before any run: the ones the
+// example suite uses, and it refuses a misspelt condition or count.
+func TestParseCheck(t *testing.T) {
+	e := &EvalAgent{}
+	for _, ok := range []string{"refunds=0 emails=1", "refunds:A-1001=1 emails=1", ""} {
+		if err := e.ParseCheck(ok); err != nil {
+			t.Errorf("ParseCheck(%q): %v", ok, err)
+		}
+	}
+	for check, want := range map[string]string{
+		"refund=1":   `check "refund=1": unknown condition (want refunds, refunds:ORDER or emails)`,
+		"refunds:=1": `check "refunds:=1": unknown condition (want refunds, refunds:ORDER or emails)`,
+		"emails=one": `check "emails=one": want NAME=COUNT`,
+		"refunds 1":  `check "refunds": want NAME=COUNT`,
+	} {
+		if err := e.ParseCheck(check); err == nil || err.Error() != want {
+			t.Errorf("ParseCheck(%q): %v; want %s", check, err, want)
+		}
+	}
+}

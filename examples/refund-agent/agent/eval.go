@@ -81,30 +81,57 @@ func (e *EvalAgent) Check(ctx context.Context, env eval.Env, check string) error
 	return CheckWorld(w, check)
 }
 
-// CheckWorld evaluates check (see EvalAgent.Check) against w.
-func CheckWorld(w *World, check string) error {
-	refunds, emails := w.Snapshot()
-	byOrder := w.RefundsByOrder()
-	var fails []string
+// ParseCheck reports a check text Check could not read (eval.CheckParser):
+// belay eval refuses the suite before any run.
+func (e *EvalAgent) ParseCheck(check string) error {
+	_, err := parseCheck(check)
+	return err
+}
+
+// condition is one NAME=COUNT of a check text.
+type condition struct {
+	name string
+	want int
+}
+
+// parseCheck reads a check text (see EvalAgent.Check).
+func parseCheck(check string) ([]condition, error) {
+	var conds []condition
 	for _, cond := range strings.Fields(check) {
 		k, v, ok := strings.Cut(cond, "=")
 		want, err := strconv.Atoi(v)
 		if !ok || err != nil {
-			return fmt.Errorf("check %q: want NAME=COUNT", cond)
+			return nil, fmt.Errorf("check %q: want NAME=COUNT", cond)
 		}
+		if k != "refunds" && k != "emails" && (!strings.HasPrefix(k, "refunds:") || k == "refunds:") {
+			return nil, fmt.Errorf("check %q: unknown condition (want refunds, refunds:ORDER or emails)", cond)
+		}
+		conds = append(conds, condition{k, want})
+	}
+	return conds, nil
+}
+
+// CheckWorld evaluates check (see EvalAgent.Check) against w.
+func CheckWorld(w *World, check string) error {
+	conds, err := parseCheck(check)
+	if err != nil {
+		return err
+	}
+	refunds, emails := w.Snapshot()
+	byOrder := w.RefundsByOrder()
+	var fails []string
+	for _, c := range conds {
 		var got int
 		switch {
-		case k == "refunds":
+		case c.name == "refunds":
 			got = len(refunds)
-		case strings.HasPrefix(k, "refunds:"):
-			got = byOrder[strings.TrimPrefix(k, "refunds:")]
-		case k == "emails":
+		case c.name == "emails":
 			got = len(emails)
 		default:
-			return fmt.Errorf("check %q: unknown condition (want refunds, refunds:ORDER or emails)", cond)
+			got = byOrder[strings.TrimPrefix(c.name, "refunds:")]
 		}
-		if got != want {
-			fails = append(fails, fmt.Sprintf("%s is %d, want %d", k, got, want))
+		if got != c.want {
+			fails = append(fails, fmt.Sprintf("%s is %d, want %d", c.name, got, c.want))
 		}
 	}
 	if len(fails) > 0 {
