@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/internal/ids"
 	"github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/sim"
 	"github.com/belay-run/belay/store"
@@ -46,19 +48,61 @@ type Stack struct {
 }
 
 // StartRun starts a run as Runs.Start does, under the config's limits for
-// the run's tenant (Config.TenantLimits; "default" when spec names none),
-// as the gateway bounds a run its client names: a limit spec leaves 0
-// takes the config's, and one it sets is kept only where it is tighter
-// (a spec cannot raise a limit the operator set). Runs.Start itself
-// applies spec.Limits alone: zero there is no limit. Errors are
-// Runs.Start's. Safe for concurrent use.
+// the run's tenant (Config.TenantLimits), as the gateway bounds a run its
+// client names: a limit spec leaves 0 takes the config's, and one it sets
+// is kept only where it is tighter (a spec cannot raise a limit the
+// operator set). Runs.Start itself applies spec.Limits alone: zero there
+// is no limit.
+//
+// With tenants configured, spec.Tenant must name one of them (an error
+// otherwise), and the run is stored as TENANT~ID (RunKeySep), the id the
+// gateway gives the run that tenant's requests name ID: a client of that
+// tenant's key sending X-Belay-Run-Id: ID (transport.WithRunID) makes
+// turns of this run. spec.ID empty is a new UUIDv7; one already holding
+// the TENANT~ prefix keeps it. Without tenants, spec.Tenant empty is
+// "default" and the id is spec.ID. Other errors are Runs.Start's. Safe for
+// concurrent use.
 func (st *Stack) StartRun(ctx context.Context, spec run.Spec) (*run.Run, error) {
-	tenant := spec.Tenant
-	if tenant == "" {
-		tenant = run.DefaultTenant
+	cfg := st.Server.cfg
+	if spec.Tenant == "" {
+		if len(cfg.Tenants) > 0 {
+			return nil, fmt.Errorf("gateway: StartRun: the config has tenants (%s): name the run's tenant in run.Spec.Tenant", strings.Join(tenantNames(cfg), ", "))
+		}
+		spec.Tenant = run.DefaultTenant
 	}
-	spec.Limits = tighter(spec.Limits, storeLimits(st.Server.cfg.TenantLimits(tenant)))
+	if len(cfg.Tenants) > 0 {
+		if !slices.Contains(tenantNames(cfg), spec.Tenant) {
+			return nil, fmt.Errorf("gateway: StartRun: tenant %q is not one of the config's tenants (%s)", spec.Tenant, strings.Join(tenantNames(cfg), ", "))
+		}
+		if spec.ID == "" {
+			spec.ID = ids.New()
+		}
+		if prefix := spec.Tenant + RunKeySep; !strings.HasPrefix(spec.ID, prefix) {
+			spec.ID = prefix + spec.ID
+		}
+	}
+	spec.Limits = tighter(spec.Limits, storeLimits(cfg.TenantLimits(spec.Tenant)))
 	return st.Runs.Start(ctx, spec)
+}
+
+// TenantOf returns the name of the tenant whose virtual key is key, as the
+// gateway identifies a request's tenant; "default" for any key when the
+// config has no tenants, and false for a key that is no tenant's.
+func (st *Stack) TenantOf(key string) (string, bool) {
+	r := &http.Request{Header: http.Header{"Authorization": {"Bearer " + key}}}
+	t, fe := st.Server.tenants.identify(r)
+	if fe != nil {
+		return "", false
+	}
+	return t.Name, true
+}
+
+func tenantNames(cfg *config.Config) []string {
+	names := make([]string, len(cfg.Tenants))
+	for i, t := range cfg.Tenants {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // tighter returns, for each limit, the smaller of a's and b's, where 0 is

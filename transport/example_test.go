@@ -29,7 +29,7 @@ func Example() {
 	}
 	defer tr.Close(ctx)
 
-	r, err := tr.Stack.StartRun(ctx, run.Spec{Agent: "support", // under the config's limits too
+	r, err := tr.StartRun(ctx, run.Spec{Agent: "support", // under the config's limits too
 		Limits: store.Limits{MaxTurns: 10, MaxCost: budget.Dollars(1)}})
 	if err != nil {
 		panic(err)

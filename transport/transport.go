@@ -18,8 +18,10 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
@@ -39,7 +41,9 @@ type Options struct {
 	RunID string
 	// Key, when set, is sent as the belay virtual key (Authorization:
 	// Bearer) in place of whatever credential the client set; needed when
-	// the gateway has tenants and the client holds a provider key.
+	// the gateway has tenants (every call without a tenant's key is
+	// refused 401), and then it names the tenant of Transport.StartRun's
+	// runs.
 	Key string
 	// Logger receives the log lines of the gateway stack Open builds
 	// (failed calls, budget alerts, "gateway stopped" on Close); nil
@@ -74,6 +78,10 @@ func New(o Options) http.RoundTripper {
 type roundTripper struct {
 	o  Options
 	rt http.RoundTripper
+	// prefix is "TENANT~" of Options.Key's tenant when the stack Open
+	// built has tenants: a run id holding it (Transport.StartRun's
+	// run.ID()) is sent without it, as the gateway's clients name runs.
+	prefix string
 }
 
 func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -86,6 +94,9 @@ func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	id, _ := r.Context().Value(runIDKey{}).(string)
 	if id == "" {
 		id = t.o.RunID
+	}
+	if t.prefix != "" {
+		id = strings.TrimPrefix(id, t.prefix)
 	}
 	if (id != "" && r.Header.Get(gateway.HeaderRunID) == "") || t.o.Key != "" {
 		r = r.Clone(r.Context()) // a RoundTripper must not modify the caller's request
@@ -107,7 +118,8 @@ type runIDKey struct{}
 // X-Belay-Run-Id header wins over both). As through the gateway, an id no
 // run holds starts a run under the config's limits (lowered by the
 // request's X-Belay-* limit headers) at its first call; a run started with
-// Runs.Start keeps its own limits. A refusal reaches the client's SDK as
+// Transport.StartRun keeps its limits. With tenants configured, the id
+// of a run Transport.StartRun started (TENANT~ID) is sent as ID. A refusal reaches the client's SDK as
 // an error answer in its dialect: failure.FromResponse reads belay's
 // failure from the response the SDK's error keeps.
 func WithRunID(ctx context.Context, id string) context.Context {
@@ -119,6 +131,31 @@ func WithRunID(ctx context.Context, id string) context.Context {
 type Transport struct {
 	http.RoundTripper
 	Stack *gateway.Stack
+	// tenant is Options.Key's tenant ("" without a key, or a key that is
+	// no tenant's).
+	tenant string
+}
+
+// StartRun starts a run whose calls through t are its turns (pass r.ID()
+// to WithRunID), bounded by the config's limits for its tenant as well as
+// spec's (gateway.Stack.StartRun). spec.Tenant empty is Options.Key's
+// tenant ("default" without tenants). Errors: the config has tenants and
+// neither Options.Key nor spec.Tenant names one; spec.Tenant is not
+// Options.Key's tenant (the calls, made with that key, would not reach
+// the run); those of Stack.StartRun. Safe for concurrent use.
+func (t *Transport) StartRun(ctx context.Context, spec run.Spec) (*run.Run, error) {
+	if spec.Tenant == "" {
+		spec.Tenant = t.tenant
+	}
+	if t.tenant != "" && spec.Tenant != t.tenant {
+		return nil, fmt.Errorf("transport: StartRun: run.Spec.Tenant %q is not the tenant of Options.Key (%s): its calls would not reach the run", spec.Tenant, t.tenant)
+	}
+	if spec.Tenant == "" {
+		if _, open := t.Stack.TenantOf(""); !open {
+			return nil, errors.New("transport: StartRun: the config has tenants: set Options.Key to a tenant's virtual key (tenants[].key), whose runs these are")
+		}
+	}
+	return t.Stack.StartRun(ctx, spec)
 }
 
 // Open builds the gateway stack for cfg (config.Default() when nil: the
@@ -138,7 +175,17 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Transport, error
 		return nil, err
 	}
 	o.Handler = st.Server.Handler()
-	return &Transport{RoundTripper: New(o), Stack: st}, nil
+	rt := New(o).(*roundTripper)
+	tr := &Transport{RoundTripper: rt, Stack: st}
+	if o.Key != "" {
+		if name, ok := st.TenantOf(o.Key); ok && len(cfg.Tenants) > 0 {
+			tr.tenant, rt.prefix = name, name+gateway.RunKeySep
+		} else if !ok {
+			_ = st.Close(ctx)
+			return nil, fmt.Errorf("transport: Options.Key is not the virtual key of any of the config's tenants: every call would be refused 401")
+		}
+	}
+	return tr, nil
 }
 
 // Close closes the stack.
