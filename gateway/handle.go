@@ -44,10 +44,11 @@ type call struct {
 	req    *request
 	chain  []route.Deployment
 
-	turn      Turn   // the admitted turn (nil before admission)
-	attempts  int    // attempts started so far
-	firstDep  string // the chain's first deployment
-	committed bool   // the response header has been written
+	refused   failure.Reason // the reason of belay's own refusal of the call ("" when not refused)
+	turn      Turn           // the admitted turn (nil before admission)
+	attempts  int            // attempts started so far
+	firstDep  string         // the chain's first deployment
+	committed bool           // the response header has been written
 	answer    *answer
 	streamed  streamFollower // the committed stream's follower (nil: none)
 	ttft      time.Duration

@@ -34,6 +34,7 @@ type metrics struct {
 	latency        *prometheus.HistogramVec // dialect, stream
 	ttft           *prometheus.HistogramVec // dialect
 	alerts         *prometheus.CounterVec   // scope ("run" or "tenant"), threshold
+	refusals       *prometheus.CounterVec   // dialect, reason
 }
 
 func newMetrics() *metrics {
@@ -61,8 +62,10 @@ func newMetrics() *metrics {
 			Help: "Time from request to the first model output relayed to a streaming client.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 10)}, []string{"dialect"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_budget_alerts_total",
 			Help: "Budget alert thresholds crossed (a tenant budget's alert_at), by scope (tenant; run where run alerts are set) and threshold."}, []string{"scope", "threshold"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belay_refusals_total",
+			Help: "Model calls belay refused itself, answered with x-should-retry: false, by client dialect and failure reason (max_turns_exceeded, deadline_exceeded, budget_exceeded, killed, run_ended, invalid_request, authentication, ...): a call to a run whose deadline passed after its last call counts here as deadline_exceeded, while the run, ended by that last call's outcome, is not in belay_stops_total."}, []string{"dialect", "reason"}),
 	}
-	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.retriesRefused, m.fallbacks, m.breaker, m.breakerOpens, m.spend, m.latency, m.ttft, m.alerts,
+	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.retriesRefused, m.fallbacks, m.breaker, m.breakerOpens, m.spend, m.latency, m.ttft, m.alerts, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,11 +92,15 @@ func (m *metrics) breakerState(deployment string, s breaker.State) {
 }
 
 // observe records one finished call. A refused call (bad key, malformed
-// body, unknown model, a run's limit) is counted here by its status; the
-// runs belay stops are counted by the run layer (belay_stops_total).
+// body, unknown model, a run's limit) is counted here by its status, and
+// by its reason in belay_refusals_total; the runs belay stops are counted
+// by the run layer (belay_stops_total).
 func (m *metrics) observe(c *call, status int) {
 	d := string(c.f.dialect())
 	m.requests.WithLabelValues(d, strconv.Itoa(status)).Inc()
+	if c.refused != "" {
+		m.refusals.WithLabelValues(d, string(c.refused)).Inc()
+	}
 	m.latency.WithLabelValues(d, strconv.FormatBool(c.req != nil && c.req.stream)).Observe(time.Since(c.start).Seconds())
 	if c.ttft > 0 {
 		m.ttft.WithLabelValues(d).Observe(c.ttft.Seconds())

@@ -29,6 +29,7 @@ func (c *call) refuse(fe *failure.Error) (int, error) {
 	c.w.Header().Set(HeaderShouldRetry, "false")
 	c.setRequestID()
 	writeFailure(c.w, c.f, fe)
+	c.refused = fe.Reason
 	return statusOf(c.f, fe), fe
 }
 

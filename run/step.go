@@ -254,13 +254,16 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 			r.privateOpen++
 		}
 	}
-	maxTurns := r.rec.Limits.MaxTurns
+	maxTurns, ended := r.rec.Limits.MaxTurns, r.ended
 	r.mu.Unlock()
 	if inFlight {
 		a.done()
 		return nil, ferr
 	}
 	if ferr != nil {
+		if ended && s.Kind == KindModel {
+			r.recordRefusedAfterEnd(a, ferr)
+		}
 		err := r.refuse(ctx, a, ferr)
 		r.endSingle(err)
 		return nil, err
@@ -671,6 +674,17 @@ func (r *Run) refuse(ctx context.Context, a *Admitted, fe *failure.Error) error 
 		_ = r.end(ctx, store.RunStopped, fe, hardStop(fe.Reason))
 	}
 	return fe
+}
+
+// recordRefusedAfterEnd records the span of a model step refused because
+// its run had ended (its deadline passed after its last call, which ended
+// it by that call's outcome; or it was stopped or finished): a "chat"
+// span with status error and the refusal's reason, so the run's trace
+// shows that its agent called again (a newcomer found the 504 of such a
+// call nowhere). The run's own span and record are left as they are.
+func (r *Run) recordRefusedAfterEnd(a *Admitted, fe *failure.Error) {
+	a.end = a.start
+	r.m.sink.Record(a.modelSpan(budget.Usage{}, Outcome{Err: fe}, 0, false))
 }
 
 // done frees the step's context.
