@@ -110,7 +110,10 @@ func (r *Result) add(a Attempt) {
 // the chain must stop, and returns what happened.
 //
 // For each deployment whose breaker admits the call: a transient failure is
-// retried on the same deployment under the retry policy and budget; a
+// retried on the same deployment under the retry policy and budget, except
+// a timeout on a deployment that another follows in the chain, which moves
+// to the next deployment at once (a retry would likely wait a whole timeout
+// again; the deployment is revisited on a later pass as below); a
 // degraded failure (or a transient one that may not be retried there) moves
 // to the next deployment; a permanent failure stops, unless the alias has a
 // context-window or content-policy fallback for it, tried once; a fatal one
@@ -169,7 +172,7 @@ passes:
 				}
 				prev = l.lasts[i]
 			}
-			out, f := l.deployment(m, prev)
+			out, f := l.deployment(m, prev, pass == 0 && i < len(members)-1)
 			if out == served {
 				res.Deployment = &m.d
 				res.Degraded = fellBack || i > 0
@@ -280,9 +283,10 @@ type loop struct {
 // policy, the retry budget, the breaker, the attempt budget and the deadline
 // allow. prev is nil on a first visit; on a revisit it is the failure m was
 // left with, and the first attempt is a retry after it (or, when prev is
-// nil on a revisit, a first attempt). It returns the failure to report
-// unless served.
-func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Error) {
+// nil on a revisit, a first attempt). moreAfter says a deployment follows
+// m in the chain's first pass: a timed-out attempt then moves on to it
+// rather than retrying m. It returns the failure to report unless served.
+func (l *loop) deployment(m *member, prev *failure.Error, moreAfter bool) (outcome, *failure.Error) {
 	var last *failure.Error
 	var wait time.Duration
 	begun := false    // m.budget counts this call as a request in flight
@@ -372,6 +376,13 @@ func (l *loop) deployment(m *member, prev *failure.Error) (outcome, *failure.Err
 			return next, last
 		case d.Action == retry.Stop:
 			return stop, last
+		case moreAfter && f.Reason == failure.Timeout:
+			// A deployment that did not answer in time would likely cost
+			// another whole timeout (a hang): the next one is tried now,
+			// and m is revisited after the others if attempts are left
+			// (a newcomer's hung primary used up a call's deadline on
+			// retries, its healthy fallback never tried).
+			return spent, last
 		case l.res.n >= l.limit: // no attempt left to wait for
 			return stop, last
 		case m.b.State() == breaker.Open: // our failures tripped it: do not wait

@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -104,8 +105,17 @@ func TestDo(t *testing.T) {
 			errs:  map[string][]error{"a": {fail(failure.Overloaded), fail(failure.ServerError)}},
 			calls: "a,a,a", served: "a", waits: []time.Duration{0, time.Second, 2 * time.Second}},
 		{name: "plain Go error classified and retried",
-			errs:  map[string][]error{"a": {context.DeadlineExceeded}},
+			errs:  map[string][]error{"a": {io.ErrUnexpectedEOF}},
 			calls: "a,a", served: "a", waits: []time.Duration{0, time.Second}},
+		{name: "timeout falls to next at once",
+			errs:  map[string][]error{"a": {context.DeadlineExceeded}},
+			calls: "a,b", served: "b", degraded: true, waits: []time.Duration{0, 0}},
+		{name: "timed-out deployment revisited after the others",
+			errs:  map[string][]error{"a": {fail(failure.Timeout)}, "b": {fail(failure.QuotaExhausted)}, "c": {fail(failure.QuotaExhausted)}},
+			calls: "a,b,c,a", served: "a", waits: []time.Duration{0, 0, 0, time.Second}},
+		{name: "timeout on the last deployment retried there",
+			errs:  map[string][]error{"a": {fail(failure.QuotaExhausted)}, "b": {fail(failure.QuotaExhausted)}, "c": {fail(failure.Timeout)}},
+			calls: "a,b,c,c", served: "c", degraded: true, waits: []time.Duration{0, 0, 0, time.Second}},
 		{name: "degraded falls to next",
 			errs:  map[string][]error{"a": {fail(failure.QuotaExhausted)}},
 			calls: "a,b", served: "b", degraded: true, waits: []time.Duration{0, 0}},
@@ -219,12 +229,12 @@ func TestDefaultAttemptBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := mustRouter(t, testConfig()) // 3 per deployment, 3 deployments: 3+2
 		s := &script{errs: map[string][]error{
-			"a": {fail(failure.Timeout), fail(failure.Timeout), fail(failure.Timeout)},
-			"b": {fail(failure.Timeout), fail(failure.Timeout)},
+			"a": {fail(failure.ServerError), fail(failure.ServerError), fail(failure.ServerError)},
+			"b": {fail(failure.ServerError), fail(failure.ServerError)},
 		}}
 		_, err := r.Do(t.Context(), "smart", s.call)
-		if s.String() != "a,a,a,b,b" || !errors.Is(err, failure.Timeout) {
-			t.Fatalf("calls = %s, err %v; want a,a,a,b,b and timeout", s, err)
+		if s.String() != "a,a,a,b,b" || !errors.Is(err, failure.ServerError) {
+			t.Fatalf("calls = %s, err %v; want a,a,a,b,b and server_error", s, err)
 		}
 	})
 }
@@ -473,7 +483,7 @@ func TestManyAttemptsRecorded(t *testing.T) {
 		r := mustRouter(t, cfg)
 		errs := make([]error, 6)
 		for i := range errs {
-			errs[i] = fail(failure.Timeout)
+			errs[i] = fail(failure.ServerError)
 		}
 		res, err := r.Do(t.Context(), "smart", (&script{errs: map[string][]error{"a": errs}}).call)
 		if err != nil || len(res.Attempts()) != 7 {

@@ -57,7 +57,14 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	}
 	if path, ok := sqlitePath(url); ok {
 		if _, err := os.Stat(path); err != nil {
-			return exit(1, fmt.Errorf("store %s: %w (pass --store, or start belay serve first)", redactedURL(url), err))
+			hint := "pass --store with the store belay serve uses, or start belay serve first"
+			switch {
+			case cmd.Flags().Changed("store"):
+				hint = "check the path given to --store: belay serve creates the file when it starts"
+			case strings.HasPrefix(named, "store "):
+				hint = "the store of --config: belay serve --config creates it when it starts"
+			}
+			return exit(1, fmt.Errorf("store %s: %w (%s)", redactedURL(url), err, hint))
 		}
 	}
 	ctx := cmd.Context()

@@ -26,3 +26,18 @@ func TestStartupInputErrorsExit2(t *testing.T) {
 		t.Run(tc.args[0], func(t *testing.T) { wantCode(t, err, 2, tc.msg) })
 	}
 }
+
+// A store file that does not exist says what to check for where the URL
+// came from (newcomer finding: a misspelt --store was told to pass
+// --store).
+func TestMissingStoreHint(t *testing.T) {
+	dir := t.TempDir()
+	_, _, err := belayArgs(t, "runs", "--store", "sqlite://"+dir+"/typo.db")
+	wantCode(t, err, 1, "(check the path given to --store: belay serve creates the file when it starts)")
+	cfg := writeText(t, dir, "belay.yaml", "store: sqlite://"+dir+"/other.db\n")
+	_, _, err = belayArgs(t, "runs", "--config", cfg)
+	wantCode(t, err, 1, "(the store of --config: belay serve --config creates it when it starts)")
+	t.Chdir(dir)
+	_, _, err = belayArgs(t, "runs")
+	wantCode(t, err, 1, "(pass --store with the store belay serve uses, or start belay serve first)")
+}
