@@ -673,7 +673,7 @@ func TestServeSlipsGetHints(t *testing.T) {
 	_, _, err = belayArgs(t, "serve", "--config", "../../examples/refund-agent/suite.yaml")
 	wantCode(t, err, 2, "looks like an eval suite, with scenarios: run it with belay eval ../../examples/refund-agent/suite.yaml")
 	_, _, err = belayArgs(t, "serve", "--store", "foo://x", "--listen", "127.0.0.1:0")
-	wantCode(t, err, 1, "or memory:// (in memory, nothing kept)")
+	wantCode(t, err, 2, "or memory:// (in memory, nothing kept)")
 
 	// A config file without models (newcomer finding: it served the
 	// simulator, and the startup line stopped saying so).
@@ -682,7 +682,7 @@ func TestServeSlipsGetHints(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr, err := belayArgs(t, "serve", "--config", noModels, "--store", "foo://x")
-	wantCode(t, err, 1, `unsupported store URL scheme "foo://"`)
+	wantCode(t, err, 2, `unsupported store URL scheme "foo://"`)
 	if want := noModels + " has no models: the built-in simulator answers gpt-4o-mini and claude-sonnet-5-5"; !strings.Contains(stderr, want) {
 		t.Errorf("stderr = %q, want the warning %q", stderr, want)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/open"
 	"github.com/belay-run/belay/sim"
 )
 
@@ -53,6 +54,12 @@ fresh machine.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: warning: %s sets no run limits (turns, deadline, cost); "+
 					"runs are bounded only by their clients' X-Belay-* headers: set some, or drop the empty limits section to keep the defaults\n", file)
 			}
+			if len(cfg.Tools.Irreversible) > 0 {
+				// Newcomer finding: the config's irreversible tools looked
+				// like a guard on the gateway's clients.
+				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: note: tools.irreversible (%s) holds tools run through belay (Go agents' Run.Tool, belay eval); "+
+					"the gateway relays a model's tool calls to its client, which runs them without an approval from belay\n", strings.Join(cfg.Tools.Irreversible, ", "))
+			}
 			if file != "" && cfg.ModelsDefaulted {
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: warning: %s has no models: the built-in simulator answers %s; "+
 					"add a models: section to call real providers\n", file, strings.Join(aliases(cfg), " and "))
@@ -90,6 +97,9 @@ fresh machine.`,
 				}
 				if ce, ok := errors.AsType[*gateway.ConfigError](err); ok {
 					return badInput(ce)
+				}
+				if errors.Is(err, open.ErrScheme) { // --store or the config's store: bad input, as for belay runs
+					return badInput(err)
 				}
 				return exit(1, err)
 			}

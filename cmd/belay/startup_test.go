@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -40,4 +41,15 @@ func TestMissingStoreHint(t *testing.T) {
 	t.Chdir(dir)
 	_, _, err = belayArgs(t, "runs")
 	wantCode(t, err, 1, "(pass --store with the store belay serve uses, or start belay serve first)")
+}
+
+// A gateway config with tools.irreversible gets a note at start: the
+// gateway relays tool calls, it does not hold them (newcomer finding).
+func TestServeNotesToolsAreNotGatewayGuards(t *testing.T) {
+	cfg := writeText(t, t.TempDir(), "tools.yaml", "listen: 127.0.0.1:0\ntools: {irreversible: [issue_refund, \"delete_*\"]}\n")
+	_, stderr, err := belayArgs(t, "serve", "--config", cfg, "--store", "foo://x") // fails after the notes, before serving
+	wantCode(t, err, 2, `unsupported store URL scheme "foo://"`)
+	if want := "note: tools.irreversible (issue_refund, delete_*) holds tools run through belay"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr = %q, want %q", stderr, want)
+	}
 }
