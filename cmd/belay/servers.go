@@ -14,8 +14,8 @@ import (
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
-	"github.com/belay-run/belay/store/open"
 	"github.com/belay-run/belay/sim"
+	"github.com/belay-run/belay/store/open"
 )
 
 // serverCommands returns serve and sim.
