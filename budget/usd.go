@@ -91,6 +91,10 @@ var ErrMoneyFormat = errors.New("budget: not a dollar amount")
 // amount a USD cannot hold (beyond about ±$9.2 million).
 var ErrMoneyRange = errors.New("out of range")
 
+// ErrMoneyPrecision is wrapped, with ErrMoneyFormat, by ParseUSD's error for
+// an amount finer than a USD holds: more than 12 decimals (a picodollar).
+var ErrMoneyPrecision = errors.New("finer than a picodollar (more than 12 decimals)")
+
 // ParseUSD parses a decimal dollar amount such as "1.00", "$0.0000375" or
 // "100": a plain decimal (package internal/decimal: an optional sign,
 // digits, an optional fraction), after an optional "$", with spaces around
@@ -109,7 +113,7 @@ func ParseUSD(s string) (USD, error) {
 	}
 	r.Mul(r, new(big.Rat).SetInt64(perDollar))
 	if !r.IsInt() {
-		return 0, fmt.Errorf("%w: %q has more than 12 decimals", ErrMoneyFormat, s)
+		return 0, fmt.Errorf("%w: %q is %w", ErrMoneyFormat, s, ErrMoneyPrecision)
 	}
 	n := r.Num()
 	if !n.IsInt64() {

@@ -159,7 +159,7 @@ func TestParseErrors(t *testing.T) {
 		{"duration", "limits: {deadline: soon}\n", `line 1: limits.deadline: "soon" is not a duration; want one such as 500ms, 30s or 5m, or a number of seconds`},
 		{"duration a mapping", "timeouts:\n  idle: {seconds: 5}\n", "line 2: timeouts.idle: found a mapping; want a duration such as 500ms, 30s or 5m, or a number of seconds"},
 		{"negative duration", "retry: {cap: -1s}\n", `line 1: retry.cap: "-1s" is negative; want a duration of 0 or more`},
-		{"money", "limits: {max_cost_usd: 1.0000000000001}\n", `line 1: limits.max_cost_usd: "1.0000000000001" has more than 12 decimals; want a dollar amount such as 1.50`},
+		{"money", "limits: {max_cost_usd: 1.0000000000001}\n", `line 1: limits.max_cost_usd: "1.0000000000001" is finer than a picodollar (more than 12 decimals); want a dollar amount such as 1.50`},
 		{"not money", "pricing:\n  gpt-4.1: {input: cheap}\n", `line 2: pricing["gpt-4.1"].input: "cheap" is not a dollar amount; want one such as 1.50`},
 		{"negative money", "tenants: [{name: a, key: k, budget: {usd: -5}}]\n", "line 1: tenants[0].budget.usd: -5 is negative; want a dollar amount of 0 or more"},
 		// Numbers are plain decimals, as in the limit headers (adversary

@@ -91,7 +91,7 @@ func (u *USD) UnmarshalYAML(n *yaml.Node) error {
 	v, err := budget.ParseUSD(n.Value)
 	if err != nil {
 		// budget's detail, without its package prefix: `"abc"`, or
-		// `"0.0000000000001" has more than 12 decimals`.
+		// `"0.0000000000001" is finer than a picodollar (more than 12 decimals)`.
 		detail := strings.TrimPrefix(err.Error(), budget.ErrMoneyFormat.Error()+": ")
 		if detail == strconv.Quote(n.Value) {
 			return &Error{Line: n.Line, Msg: detail + " is not a dollar amount; want one such as 1.50"}

@@ -448,7 +448,11 @@ func deadlineNote(err error, res *route.Result) error {
 			continue
 		}
 		cp := *fe
-		cp.Message = fmt.Sprintf("%s (%d attempts; attempt %d failed with %s: %s)", fe.Message, len(atts), i+1, f.Reason, f.Message)
+		n := fmt.Sprintf("%d attempts", len(atts))
+		if len(atts) == 1 {
+			n = "1 attempt"
+		}
+		cp.Message = fmt.Sprintf("%s (%s; attempt %d failed with %s: %s)", fe.Message, n, i+1, f.Reason, f.Message)
 		return &cp
 	}
 	return err

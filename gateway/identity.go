@@ -315,6 +315,9 @@ func outOfRange(err error) string {
 	if errors.Is(err, strconv.ErrRange) || errors.Is(err, config.ErrDurationRange) || errors.Is(err, budget.ErrMoneyRange) {
 		return " (too large to hold: a request can only lower the run's limit; leave the header out to keep it)"
 	}
+	if errors.Is(err, budget.ErrMoneyPrecision) {
+		return " (finer than belay counts money: at most 12 decimals, a picodollar)"
+	}
 	return ""
 }
 
@@ -351,15 +354,25 @@ func limitsOverridden(asked, apply config.Limits) string {
 // requestHeaders are the X-Belay-* request headers belay reads.
 var requestHeaders = []string{HeaderRunID, HeaderAgent, HeaderMaxTurns, HeaderDeadline, HeaderMaxCostUSD, HeaderMaxTokens}
 
+// responseOnly are the X-Belay-* headers belay writes on its answers and
+// does not read: a request carrying them (a proxy or a replay tool that
+// echoes an answer's headers) is not refused for them.
+var responseOnly = []string{HeaderAttempts, HeaderDeployment, HeaderDegraded, HeaderCostUSD, HeaderLimitsOverridden,
+	failure.HeaderKind, failure.HeaderReason}
+
 // unknownHeader refuses a request that sends an X-Belay-* header belay
 // does not read: a misspelt limit (X-Belay-Max-Turn) would otherwise not
 // apply, without a word (a newcomer's X-Belay-Max-Tokens, before belay
-// read it, was ignored so).
+// read it, was ignored so). belay's own response headers (responseOnly)
+// are let through: they ask for nothing.
 func unknownHeader(r *http.Request) *failure.Error {
 	for k := range r.Header {
 		if len(k) > len("X-Belay-") && strings.EqualFold(k[:len("X-Belay-")], "X-Belay-") {
 			known := false
 			for _, h := range requestHeaders {
+				known = known || strings.EqualFold(k, h)
+			}
+			for _, h := range responseOnly {
 				known = known || strings.EqualFold(k, h)
 			}
 			if !known {

@@ -120,6 +120,10 @@ func TestLimitHeaderTwiceEmptyOrHuge(t *testing.T) {
 			t.Errorf("%s %s: %q, want it to end %q", h, v, got, tooLarge)
 		}
 	}
+	// An amount finer than a picodollar says so, not that it is not positive.
+	if got, want := ask(HeaderMaxCostUSD, "0.0000000000001"), HeaderMaxCostUSD+`: "0.0000000000001" is not a positive dollar amount (a plain decimal, e.g. 0.25 or $0.25) (finer than belay counts money: at most 12 decimals, a picodollar)`; got != want {
+		t.Errorf("tiny amount: %q, want %q", got, want)
+	}
 	if got := ask(HeaderMaxTurns, "abc"); strings.Contains(got, "too large") {
 		t.Errorf("not a number: %q", got)
 	}

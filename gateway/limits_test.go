@@ -164,4 +164,13 @@ func TestMaxTokensHeaderAndUnknownHeaders(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with %q", hdr, resp.StatusCode, body, want)
 		}
 	}
+	// belay's own answer headers, echoed back by a proxy or a replay tool,
+	// ask for nothing and are not refused (newcomer finding: X-Belay-Attempts
+	// got 400 "did you mean X-Belay-Agent?").
+	for _, hdr := range []string{"X-Belay-Attempts", "X-Belay-Deployment", "X-Belay-Degraded", "X-Belay-Cost-Usd", "X-Belay-Limits-Overridden", "X-Belay-Failure-Kind", "X-Belay-Failure-Reason"} {
+		resp, body := h.post("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, map[string]string{hdr: "1"})
+		if resp.StatusCode != 200 {
+			t.Errorf("%s sent: %d %s, want 200", hdr, resp.StatusCode, body)
+		}
+	}
 }

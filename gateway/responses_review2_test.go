@@ -129,7 +129,7 @@ models:
 	for _, mo := range []string{"9223372036854775807", "9223372036854775800", "9223372036854775000"} {
 		resp, body := g.do("POST", "/v1/responses", `{"model":"m","input":"hi","max_output_tokens":`+mo+`}`, "X-Belay-Max-Tokens", "100")
 		t.Logf("%s: %d %s", mo, resp.StatusCode, body[:min(len(body), 200)])
-		if resp.StatusCode != 402 || !strings.Contains(body, "limit 100") {
+		if resp.StatusCode != 402 || !strings.Contains(body, "the run's limit of 100 tokens") {
 			t.Errorf("max_output_tokens %s under a 100-token limit: %d %s", mo, resp.StatusCode, body)
 		}
 	}

@@ -286,11 +286,24 @@ func tooLong(f *failure.Error, limit time.Duration) *failure.Error {
 	}
 }
 
+// roundShort rounds d for a message: to the millisecond below 10s, else
+// to a tenth of a second ("47ms", "1.149s", "12.4s").
+func roundShort(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
 // DeadlineFailure returns the Fatal DeadlineExceeded failure reported when a
-// wait of wait cannot end before the deadline, left from now. Its Cause is
-// last, the failure that asked for the wait (which may be nil).
+// wait of wait cannot end before the deadline, left from now (0 or less:
+// the deadline has passed). Its Cause is last, the failure that asked for
+// the wait (which may be nil).
 func DeadlineFailure(last *failure.Error, wait, left time.Duration) *failure.Error {
-	msg := fmt.Sprintf("retry would wait %v but only %v is left before the deadline", wait, max(left, 0))
+	msg := fmt.Sprintf("retry would wait %v but only %v is left before the deadline", roundShort(wait), roundShort(max(left, 0)))
+	if left <= 0 {
+		msg = "the deadline passed during the call's attempts: no time is left for a retry"
+	}
 	e := &failure.Error{Kind: failure.Fatal, Reason: failure.DeadlineExceeded, Message: msg}
 	if last != nil {
 		e.Cause = last

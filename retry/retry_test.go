@@ -264,3 +264,22 @@ func TestDecideStopsOnOutputStartedForEveryKind(t *testing.T) {
 		}
 	}
 }
+
+// DeadlineFailure's message rounds its durations, and says when no time
+// is left at all (newcomer finding: "retry would wait 47.429889ms but only
+// 0s is left").
+func TestDeadlineFailureMessage(t *testing.T) {
+	for _, c := range []struct {
+		wait, left time.Duration
+		want       string
+	}{
+		{47429889 * time.Nanosecond, 12345678 * time.Nanosecond, "retry would wait 47ms but only 12ms is left before the deadline"},
+		{12345678901 * time.Nanosecond, 2 * time.Second, "retry would wait 12.3s but only 2s is left before the deadline"},
+		{time.Second, 0, "the deadline passed during the call's attempts: no time is left for a retry"},
+		{time.Second, -time.Millisecond, "the deadline passed during the call's attempts: no time is left for a retry"},
+	} {
+		if got := DeadlineFailure(nil, c.wait, c.left).Message; got != c.want {
+			t.Errorf("DeadlineFailure(%v, %v) = %q, want %q", c.wait, c.left, got, c.want)
+		}
+	}
+}

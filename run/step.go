@@ -653,8 +653,9 @@ func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 	if lim.MaxTokens > 0 && (s.Kind == KindModel || s.EstimatedTokens > 0) {
 		used := r.rec.InputTokens + r.rec.OutputTokens + r.pending
 		if used >= lim.MaxTokens || s.EstimatedTokens > lim.MaxTokens-used {
-			return refusal(failure.BudgetExceeded, "token limit: %d used or in flight, %d estimated, limit %d",
-				used, s.EstimatedTokens, lim.MaxTokens)
+			return refusal(failure.BudgetExceeded, "token limit: the run's limit of %d tokens holds %d used or in flight, and this call is "+
+				"estimated at %d (its prompt and its output limit; a lower max_tokens asks for less)",
+				lim.MaxTokens, used, s.EstimatedTokens)
 		}
 	}
 	return nil
