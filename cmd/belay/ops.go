@@ -592,7 +592,7 @@ the store is the config's.`,
 				note := ""
 				if target == store.KillRun {
 					if r, err := st.GetRun(ctx, name); err == nil && r.Status != store.RunRunning {
-						note = fmt.Sprintf(" (it had already ended, %s: the flag stops nothing of it now)", r.Status)
+						note = fmt.Sprintf(" (it had already ended, %s: the flag stops nothing of it now; belay unkill run %s clears it)", r.Status, name)
 					}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "killed %s%s\n", killName(target, name), note)

@@ -440,8 +440,8 @@ func TestKillChecksRun(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"kill", "run", "r1"}, "killed run r1 (it had already ended, stopped: the flag stops nothing of it now)\n"},
-		{[]string{"kill", "run", "r2"}, "killed run r2 (it had already ended, succeeded: the flag stops nothing of it now)\n"},
+		{[]string{"kill", "run", "r1"}, "killed run r1 (it had already ended, stopped: the flag stops nothing of it now; belay unkill run r1 clears it)\n"},
+		{[]string{"kill", "run", "r2"}, "killed run r2 (it had already ended, succeeded: the flag stops nothing of it now; belay unkill run r2 clears it)\n"},
 		{[]string{"kill", "run", "r9", "--force"}, "killed run r9\n"},
 	} {
 		out, _, err := belay(t, url, c.args...)
