@@ -144,14 +144,14 @@ func (openaiWire) stream(w http.ResponseWriter, r *http.Request, ex *exchange, r
 			}
 		}
 		for i, c := range rep.calls {
-			head := openai.ToolCallDelta{Index: i, ID: c.id, Type: "function", Function: openai.FunctionCall{Name: c.name}}
+			head := openai.ToolCallDelta{Index: i, ID: c.id, Type: "function", Function: openai.FunctionDelta{Name: c.name}}
 			d := openai.Delta{ToolCalls: []openai.ToolCallDelta{head}}
 			if len(events) == first {
 				d.Role = "assistant"
 			}
 			events = append(events, chunk(d, nil))
 			for _, piece := range pieces(c.args, 12) {
-				events = append(events, chunk(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: i, Function: openai.FunctionCall{Arguments: piece}}}}, nil))
+				events = append(events, chunk(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: i, Function: openai.FunctionDelta{Arguments: piece}}}}, nil))
 			}
 		}
 		events = append(events, chunk(openai.Delta{}, &finish))

@@ -58,7 +58,16 @@ type ToolCallDelta struct {
 	Index    int          `json:"index"`
 	ID       string       `json:"id,omitempty"`
 	Type     string       `json:"type,omitempty"`
-	Function FunctionCall `json:"function"`
+	Function FunctionDelta `json:"function"`
+}
+
+// FunctionDelta is a tool call delta's function part. Name is omitted
+// from the JSON when empty: OpenAI sends it only in a call's first delta,
+// and a client that sets (rather than appends) the name from each delta
+// would lose it to a later "name":"".
+type FunctionDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
 }
 
 // Accumulator folds an OpenAI stream; see dialect.Accumulator. The zero
