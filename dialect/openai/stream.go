@@ -55,9 +55,9 @@ type Delta struct {
 // ToolCallDelta is part of a tool call: the first delta for an Index has
 // ID, Type and Function.Name; later ones add to Function.Arguments.
 type ToolCallDelta struct {
-	Index    int          `json:"index"`
-	ID       string       `json:"id,omitempty"`
-	Type     string       `json:"type,omitempty"`
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
 	Function FunctionDelta `json:"function"`
 }
 
