@@ -7,12 +7,15 @@ import (
 	"strings"
 )
 
-// maxSchemaDepth bounds instanceOf's descent (a recursive $ref), and
+// maxSchemaDepth bounds instanceOf's descent (a recursive $ref),
 // maxSchemaSize the items of an array and the characters of a string it
-// makes.
+// makes, and maxInstanceSize the whole answer: each value it makes counts
+// 1, each object key and string its length, so that nested arrays and
+// recursive schemas, whose per-array caps multiply, stay bounded too.
 const (
-	maxSchemaDepth = 16
-	maxSchemaSize  = 4096
+	maxSchemaDepth  = 16
+	maxSchemaSize   = 4096
+	maxInstanceSize = 1 << 18
 )
 
 // instanceOf returns a minimal JSON value valid under the JSON Schema
@@ -27,29 +30,51 @@ const (
 // and format (an example of each format JSON Schema names); anything else
 // is given its type's zero value: a pattern is not followed. A schema it cannot read gives {};
 // one asking for more than maxSchemaSize items or characters gets
-// maxSchemaSize (an answer is not built without bound).
+// maxSchemaSize, and once the answer has used maxInstanceSize (see there)
+// arrays and strings stop growing and nested values are null: an answer
+// is not built without bound, and one that large is not valid under its
+// schema.
 func instanceOf(schema json.RawMessage) []byte {
 	var root map[string]any
 	if json.Unmarshal(schema, &root) != nil {
 		return []byte("{}")
 	}
-	b, err := json.Marshal(instance(root, root, 0))
+	b := instanceBuilder{root: root, left: maxInstanceSize}
+	out, err := json.Marshal(b.instance(root, 0))
 	if err != nil {
 		return []byte("{}")
 	}
-	return b
+	return out
 }
 
-func instance(s, root map[string]any, depth int) any {
-	if depth > maxSchemaDepth {
+// instanceBuilder builds one instanceOf answer within left units.
+type instanceBuilder struct {
+	root map[string]any
+	left int
+}
+
+// take spends n units of the answer's budget and reports whether they
+// were there.
+func (b *instanceBuilder) take(n int) bool {
+	if n > b.left {
+		b.left = 0
+		return false
+	}
+	b.left -= n
+	return true
+}
+
+func (b *instanceBuilder) instance(s map[string]any, depth int) any {
+	if depth > maxSchemaDepth || !b.take(1) {
 		return nil
 	}
+	root := b.root
 	if ref, ok := s["$ref"].(string); ok {
 		for _, prefix := range []string{"#/$defs/", "#/definitions/"} {
 			if name, ok := strings.CutPrefix(ref, prefix); ok {
 				defs, _ := root[strings.Trim(prefix, "#/")].(map[string]any)
 				if d, ok := defs[name].(map[string]any); ok {
-					return instance(d, root, depth+1)
+					return b.instance(d, depth+1)
 				}
 			}
 		}
@@ -64,7 +89,7 @@ func instance(s, root map[string]any, depth int) any {
 	for _, key := range []string{"anyOf", "oneOf", "allOf"} {
 		if alts, ok := s[key].([]any); ok && len(alts) > 0 {
 			if first, ok := alts[0].(map[string]any); ok {
-				return instance(first, root, depth+1)
+				return b.instance(first, depth+1)
 			}
 		}
 	}
@@ -73,8 +98,8 @@ func instance(s, root map[string]any, depth int) any {
 		out := map[string]any{}
 		props, _ := s["properties"].(map[string]any)
 		for name, p := range props {
-			if ps, ok := p.(map[string]any); ok {
-				out[name] = instance(ps, root, depth+1)
+			if ps, ok := p.(map[string]any); ok && b.take(len(name)) {
+				out[name] = b.instance(ps, depth+1)
 			}
 		}
 		return out
@@ -83,7 +108,10 @@ func instance(s, root map[string]any, depth int) any {
 		items, _ := s["items"].(map[string]any)
 		out := []any{}
 		for range int(min(math.Ceil(n), maxSchemaSize)) {
-			out = append(out, instance(items, root, depth+1))
+			if b.left == 0 {
+				break
+			}
+			out = append(out, b.instance(items, depth+1))
 		}
 		return out
 	case "string":
@@ -93,7 +121,9 @@ func instance(s, root map[string]any, depth int) any {
 			}
 		}
 		n, _ := s["minLength"].(float64)
-		return strings.Repeat("a", int(min(math.Ceil(n), maxSchemaSize)))
+		k := int(max(0, min(math.Ceil(n), maxSchemaSize, float64(b.left))))
+		b.take(k)
+		return strings.Repeat("a", k)
 	case "integer", "number":
 		v := 0.0
 		if m, ok := s["minimum"].(float64); ok {
