@@ -60,8 +60,10 @@ type Stack struct {
 // tenant's key sending X-Belay-Run-Id: ID (transport.WithRunID) makes
 // turns of this run. spec.ID empty is a new UUIDv7; one already holding
 // the TENANT~ prefix keeps it. Without tenants, spec.Tenant empty is
-// "default" and the id is spec.ID. Other errors are Runs.Start's. Safe for
-// concurrent use.
+// "default" (another tenant is an error: no request would reach the run)
+// and the id is spec.ID. An id a request could not name in X-Belay-Run-Id
+// (validRunID: 1-128 letters, digits and . _ : -) is an error. Other errors
+// are Runs.Start's. Safe for concurrent use.
 func (st *Stack) StartRun(ctx context.Context, spec run.Spec) (*run.Run, error) {
 	cfg := st.Server.cfg
 	if spec.Tenant == "" {
@@ -70,6 +72,7 @@ func (st *Stack) StartRun(ctx context.Context, spec run.Spec) (*run.Run, error) 
 		}
 		spec.Tenant = run.DefaultTenant
 	}
+	clientID := spec.ID
 	if len(cfg.Tenants) > 0 {
 		if !slices.Contains(tenantNames(cfg), spec.Tenant) {
 			return nil, fmt.Errorf("gateway: StartRun: tenant %q is not one of the config's tenants (%s)", spec.Tenant, strings.Join(tenantNames(cfg), ", "))
@@ -77,9 +80,14 @@ func (st *Stack) StartRun(ctx context.Context, spec run.Spec) (*run.Run, error) 
 		if spec.ID == "" {
 			spec.ID = ids.New()
 		}
-		if prefix := spec.Tenant + RunKeySep; !strings.HasPrefix(spec.ID, prefix) {
-			spec.ID = prefix + spec.ID
-		}
+		prefix := spec.Tenant + RunKeySep
+		clientID = strings.TrimPrefix(spec.ID, prefix)
+		spec.ID = prefix + clientID
+	} else if spec.Tenant != run.DefaultTenant {
+		return nil, fmt.Errorf("gateway: StartRun: tenant %q: the config has no tenants, so every request's tenant is %q and none would reach the run", spec.Tenant, run.DefaultTenant)
+	}
+	if clientID != "" && !validRunID(clientID) {
+		return nil, fmt.Errorf("gateway: StartRun: run id %q: want 1-128 characters of letters, digits and . _ : -, not only dots (the ids %s accepts), so that requests can name the run", clientID, HeaderRunID)
 	}
 	spec.Limits = tighter(spec.Limits, storeLimits(cfg.TenantLimits(spec.Tenant)))
 	return st.Runs.Start(ctx, spec)

@@ -60,3 +60,44 @@ tenants:
 		t.Errorf("Runs.Start: limits %+v, want none", got)
 	}
 }
+
+// StartRun refuses a run no request could reach: another tenant than
+// "default" on a gateway without tenants, and an id X-Belay-Run-Id could
+// not carry (adversary finding: both started, and every call naming them
+// was refused, 403 or 400).
+func TestStartRunRefusesUnreachableRuns(t *testing.T) {
+	open := newGW(t, "store: memory://\n", nil)
+	withTenants := newGW(t, "store: memory://\ntenants:\n  - {name: acme, key: k-acme}\n", nil)
+	ctx := context.Background()
+	long := strings.Repeat("a", 129)
+	for _, tc := range []struct {
+		name string
+		g    *gw
+		spec run.Spec
+		want string // in the error; "" for a run started
+	}{
+		{"open: another tenant", open, run.Spec{Tenant: "acme"}, `tenant "acme": the config has no tenants`},
+		{"open: default tenant", open, run.Spec{Tenant: "default", ID: "r-1"}, ""},
+		{"open: a space", open, run.Spec{ID: "order 42"}, `run id "order 42"`},
+		{"open: a slash", open, run.Spec{ID: "run/1"}, `run id "run/1"`},
+		{"open: 129 characters", open, run.Spec{ID: long}, "want 1-128 characters"},
+		{"open: 128 characters", open, run.Spec{ID: long[:128]}, ""},
+		{"tenants: a space", withTenants, run.Spec{Tenant: "acme", ID: "order 42"}, `run id "order 42"`},
+		{"tenants: prefixed twice", withTenants, run.Spec{Tenant: "acme", ID: "acme~acme~x"}, `run id "acme~x"`},
+		{"tenants: prefixed once", withTenants, run.Spec{Tenant: "acme", ID: "acme~x"}, ""},
+	} {
+		r, err := tc.g.stack.StartRun(ctx, tc.spec)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.want)
+		}
+		if err == nil {
+			if tc.want != "" {
+				t.Errorf("%s: started run %s", tc.name, r.ID())
+			}
+			_ = r.Finish(ctx, store.RunSucceeded, nil)
+		}
+	}
+}
