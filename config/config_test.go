@@ -394,6 +394,25 @@ func TestRedactNamesChecked(t *testing.T) {
 // A base_url with a /v1 too many (anthropic) or too few (OpenAI's own API)
 // is refused at its line: every call would 404 (newcomer finding: only
 // the first call's error said so).
+// The api_key check knows the providers' hosts however they are spelt.
+func TestProviderHostNeedsKey(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	for _, u := range []string{"https://api.openai.com/v1", "https://API.OPENAI.COM/v1", "https://api.openai.com:443/v1", "https://api.anthropic.com:443"} {
+		provider := "openai"
+		if strings.Contains(strings.ToLower(u), "anthropic") {
+			provider = "anthropic"
+		}
+		y := "models:\n  - alias: m\n    deployments:\n      - {name: d, provider: " + provider + ", model: x, base_url: \"" + u + "\"}\n"
+		if _, err := Parse([]byte(y), "belay.yaml", env); err == nil || !strings.Contains(err.Error(), "api_key: is required for") {
+			t.Errorf("%s without api_key: %v", u, err)
+		}
+	}
+	y := "models:\n  - alias: m\n    deployments:\n      - {name: d, provider: openai, model: x, base_url: \"https://api.openai.com:8443/v1\"}\n"
+	if _, err := Parse([]byte(y), "belay.yaml", env); err != nil {
+		t.Errorf("another port is another host: %v", err)
+	}
+}
+
 func TestBaseURLPathSlips(t *testing.T) {
 	env := func(string) (string, bool) { return "", false }
 	for _, tc := range []struct{ provider, url, want string }{
@@ -405,6 +424,13 @@ func TestBaseURLPathSlips(t *testing.T) {
 		{"openai", "https://api.openai.com/v1/", ""},
 		{"openai", "https://api.groq.com/openai/v1", ""},
 		{"openai", "http://127.0.0.1:8000", ""},
+		{"openai", "https://API.OpenAI.com", "is OpenAI's API without its /v1 path"},
+		{"openai", "https://api.openai.com:443/", "is OpenAI's API without its /v1 path"},
+		{"openai", "https://api.openai.com:443/v1", ""},
+		{"openai", "https://res.openai.azure.com/openai/deployments/gpt-4o?api-version=2024-10-21", "has a query or a fragment"},
+		{"openai", "http://127.0.0.1:8000/v1?", "has a query or a fragment"},
+		{"openai", "http://127.0.0.1:8000/v1#frag", "has a query or a fragment"},
+		{"anthropic", "http://127.0.0.1:8000/#", "has a query or a fragment"},
 	} {
 		y := "models:\n  - alias: m\n    deployments:\n      - {name: d, provider: " + tc.provider + ", model: x, base_url: \"" + tc.url + "\", api_key: k}\n"
 		_, err := Parse([]byte(y), "belay.yaml", env)

@@ -152,13 +152,17 @@ func (c *Config) validateModels() error {
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return bad(df+".base_url", "%q is not an http(s) URL or %s", d.BaseURL, SimBaseURL)
 			}
+			if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(d.BaseURL, "#") {
+				return bad(df+".base_url", "%q has a query or a fragment: belay adds the API's path to base_url (BASE/chat/completions, BASE/v1/messages), "+
+					"which would land after it; give the URL without ?… or #… (Azure OpenAI: its v1 API, https://RESOURCE.openai.azure.com/openai/v1)", d.BaseURL)
+			}
 			if msg := pathSlip(d.Provider, u); msg != "" {
 				return bad(df+".base_url", "%q %s", d.BaseURL, msg)
 			}
-			if !d.APIKey.IsSet() && (u.Host == providerHost(OpenAIBaseURL) || u.Host == providerHost(AnthropicBaseURL)) {
+			if !d.APIKey.IsSet() && (sameHost(u, OpenAIBaseURL) || sameHost(u, AnthropicBaseURL)) {
 				// A self-hosted endpoint (vLLM, Ollama) may take no key:
 				// the call then goes without Authorization or x-api-key.
-				return bad(df+".api_key", "is required for %s (a literal or env:NAME)", u.Host)
+				return bad(df+".api_key", "is required for %s (a literal or env:NAME)", u.Hostname())
 			}
 		}
 	}
@@ -177,7 +181,7 @@ func pathSlip(provider string, u *url.URL) string {
 	switch {
 	case provider == ProviderAnthropic && strings.HasSuffix(p, "/v1"):
 		return "ends in /v1, which belay adds itself for anthropic (it calls BASE/v1/messages, as the Anthropic SDKs do): drop the /v1"
-	case provider == ProviderOpenAI && u.Host == providerHost(OpenAIBaseURL) && p != "/v1":
+	case provider == ProviderOpenAI && sameHost(u, OpenAIBaseURL) && p != "/v1":
 		return "is OpenAI's API without its /v1 path: use " + OpenAIBaseURL + " (belay calls BASE/chat/completions, as the OpenAI SDKs do)"
 	}
 	return ""
@@ -332,10 +336,16 @@ func (c *Config) TenantLimits(name string) Limits {
 	return c.Limits
 }
 
-// providerHost is the host of a provider's base URL.
-func providerHost(base string) string {
-	u, _ := url.Parse(base)
-	return u.Host
+// sameHost reports whether u is on the host of a provider's base URL:
+// host names compared without case (RFC 3986 section 3.2.2), and a port
+// that is its scheme's default the same as none.
+func sameHost(u *url.URL, base string) bool {
+	b, _ := url.Parse(base)
+	port := u.Port()
+	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		port = ""
+	}
+	return strings.EqualFold(u.Hostname(), b.Hostname()) && port == b.Port()
 }
 
 // validateKeys refuses a key an HTTP header cannot carry (see controlByte;
