@@ -37,7 +37,7 @@ func TestRegression_7_UpstreamBodyIsBounded(t *testing.T) {
 		hugeCalls.Add(1)
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Query().Has("declared") {
+		if strings.HasPrefix(r.URL.Path, "/declared/") {
 			w.Header().Set("Content-Length", "104857600")
 		}
 		endless(w, `{"pad":"`+strings.Repeat("x", 32<<10)+`"}`)
@@ -55,7 +55,7 @@ func TestRegression_7_UpstreamBodyIsBounded(t *testing.T) {
 		t.Errorf("calls to the oversized deployment = %d, want 1 (no retry)", hugeCalls.Load())
 	}
 
-	alone := newGW(t, oneAlias("max_upstream_body_bytes: 65536\n", openAIDep("huge", "gpt-4o-mini", huge.URL+"/x?declared=1#")), nil)
+	alone := newGW(t, oneAlias("max_upstream_body_bytes: 65536\n", openAIDep("huge", "gpt-4o-mini", huge.URL+"/declared")), nil)
 	resp, body = alone.do("POST", "/v1/chat/completions", chat)
 	typ, _, msg := decodeError(t, body)
 	if resp.StatusCode != 500 || typ != "server_error" || !strings.Contains(msg, "max_upstream_body_bytes (65536 bytes)") {

@@ -153,8 +153,12 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	}
 	out := cmp.Or(a.MaxOutputTokens, DefaultReserveOutputTokens)
 	first := a.Chain[0]
+	field := "" // a call that set no output limit gets the hint below instead
+	if a.MaxOutputTokens != 0 {
+		field = cmp.Or(a.OutputLimitField, "max_tokens")
+	}
 	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
-		Alias: a.Alias, API: a.API, PromptTokens: a.PromptTokens, MaxOutputTokens: out,
+		Alias: a.Alias, API: a.API, PromptTokens: a.PromptTokens, MaxOutputTokens: out, OutputLimitField: field,
 		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out, a.CacheWrites, a.calls())})
 	if fe := failure.As(err); fe != nil {
 		switch {

@@ -45,6 +45,10 @@ type Step struct {
 	EstimatedTokens int64
 	PromptTokens    int64
 	MaxOutputTokens int64
+	// OutputLimitField names the request member that set
+	// MaxOutputTokens ("max_tokens", "max_output_tokens"), for a token
+	// limit's refusal to say what to lower; "" names none.
+	OutputLimitField string
 }
 
 // ErrSettled is returned by Settle or Fail on a step already settled or
@@ -653,9 +657,13 @@ func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 	if lim.MaxTokens > 0 && (s.Kind == KindModel || s.EstimatedTokens > 0) {
 		used := r.rec.InputTokens + r.rec.OutputTokens + r.pending
 		if used >= lim.MaxTokens || s.EstimatedTokens > lim.MaxTokens-used {
+			lower := ""
+			if s.OutputLimitField != "" {
+				lower = "; a lower " + s.OutputLimitField + " asks for less"
+			}
 			return refusal(failure.BudgetExceeded, "token limit: the run's limit of %d tokens holds %d used or in flight, and this call is "+
-				"estimated at %d (its prompt and its output limit; a lower max_tokens asks for less)",
-				lim.MaxTokens, used, s.EstimatedTokens)
+				"estimated at %d (its prompt and its output limit%s)",
+				lim.MaxTokens, used, s.EstimatedTokens, lower)
 		}
 	}
 	return nil
