@@ -254,6 +254,10 @@ type Tools struct {
 	// Irreversible are tool-name glob patterns (path.Match syntax) whose
 	// calls wait for approval; default deny.
 	Irreversible []string `yaml:"irreversible"`
+	// ReadOnly are tool-name glob patterns of tools without side effects,
+	// whose calls are not deduplicated (run.ToolCall.ReadOnly); a tool
+	// that also matches Irreversible is not read-only.
+	ReadOnly []string `yaml:"read_only"`
 }
 
 // Capture is how much message content traces keep.

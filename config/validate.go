@@ -49,6 +49,11 @@ func (c *Config) Validate() error {
 			return bad(fmt.Sprintf("tools.irreversible[%d]", i), "%q is not a glob pattern", p)
 		}
 	}
+	for i, p := range c.Tools.ReadOnly {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			return bad(fmt.Sprintf("tools.read_only[%d]", i), "%q is not a glob pattern", p)
+		}
+	}
 	switch c.Capture {
 	case CaptureOff, CaptureRedacted, CaptureFull:
 	default:

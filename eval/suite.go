@@ -124,6 +124,11 @@ type ToolsSpec struct {
 	// here tools whose external systems deduplicate by the key belay passes
 	// them.
 	SafeToRepeat []string `yaml:"safe_to_repeat"`
+	// ReadOnly tools have no side effects: their calls are not
+	// deduplicated (run.ToolCall.ReadOnly), so a repeated call (a status
+	// poll) runs again instead of replaying the first one's result. A
+	// tool that is also Irreversible is not read-only.
+	ReadOnly []string `yaml:"read_only"`
 }
 
 // Rule is one approval rule for the suite's rule-based approver: the first
@@ -348,6 +353,11 @@ func (s *Suite) validate() error {
 		if _, err := filepath.Match(pat, "x"); err != nil {
 			// A bad pattern would match no tool, silently.
 			return bad(fmt.Sprintf("bad pattern %q", pat), "tools", "safe_to_repeat", fmt.Sprint(i))
+		}
+	}
+	for i, pat := range s.Tools.ReadOnly {
+		if _, err := filepath.Match(pat, "x"); err != nil {
+			return bad(fmt.Sprintf("bad pattern %q", pat), "tools", "read_only", fmt.Sprint(i))
 		}
 	}
 	if len(s.Scenarios) == 0 {

@@ -224,7 +224,7 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	}
 	st.Runs, err = run.NewManager(run.Config{
 		Store: st.Store, Pricing: pricing, Sink: st.Recorder,
-		Policy:       run.Policy{Irreversible: cfg.Tools.Irreversible},
+		Policy:       run.Policy{Irreversible: cfg.Tools.Irreversible, ReadOnly: cfg.Tools.ReadOnly},
 		Approver:     approver,
 		TenantBudget: tenantBudgets(cfg),
 		// The gateway's clients never say a run is over: a run nobody

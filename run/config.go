@@ -70,12 +70,25 @@ type Policy struct {
 	// "delete_*" or "issue_refund") whose calls wait for an approval. With
 	// no Approver configured such a call is denied (default deny).
 	Irreversible []string
+	// ReadOnly are tool-name glob patterns of tools without side effects
+	// (MCP's readOnlyHint): their calls are not deduplicated (see
+	// ToolCall.ReadOnly). A tool that also matches Irreversible is not
+	// read-only.
+	ReadOnly []string
 }
 
 // NeedsApproval reports whether tool matches one of the Irreversible
 // patterns. Malformed patterns match nothing (NewManager rejects them).
-func (p Policy) NeedsApproval(tool string) bool {
-	for _, pat := range p.Irreversible {
+func (p Policy) NeedsApproval(tool string) bool { return matchTool(p.Irreversible, tool) }
+
+// IsReadOnly reports whether tool matches one of the ReadOnly patterns
+// and none of the Irreversible ones.
+func (p Policy) IsReadOnly(tool string) bool {
+	return matchTool(p.ReadOnly, tool) && !p.NeedsApproval(tool)
+}
+
+func matchTool(patterns []string, tool string) bool {
+	for _, pat := range patterns {
 		if ok, _ := path.Match(pat, tool); ok {
 			return true
 		}
@@ -170,6 +183,11 @@ func (c Config) validate() error {
 	for i, p := range c.Policy.Irreversible {
 		if _, err := path.Match(p, ""); err != nil {
 			return fmt.Errorf("run: policy.irreversible[%d] %q: %w", i, p, err)
+		}
+	}
+	for i, p := range c.Policy.ReadOnly {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("run: policy.read_only[%d] %q: %w", i, p, err)
 		}
 	}
 	check := func(field string, ths []float64) error {

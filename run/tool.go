@@ -54,9 +54,19 @@ type ToolCall struct {
 	// expired key is taken over and run again instead of reported as
 	// outcome unknown, and transient errors are retried.
 	SafeToRepeat bool
+	// ReadOnly declares that the tool has no side effect (MCP's
+	// readOnlyHint), as does a name matching Policy.ReadOnly: there is no
+	// effect to deduplicate, so no key is claimed or stored and every
+	// call runs fn (a status poll with the same arguments sees fresh
+	// data, not the first call's result replayed); transient errors are
+	// retried as for SafeToRepeat. The call is still admitted (kill
+	// switch, disabled tool, the run's limits) and traced. A tool that
+	// matches Policy.Irreversible is not read-only: it waits for its
+	// approval and is deduplicated whatever ReadOnly says.
+	ReadOnly bool
 	// Retry, when set, retries transient tool errors (failure.Transient)
-	// with this policy's backoff, if SafeToRepeat or the error wraps
-	// ErrNoEffect. Nil means one attempt.
+	// with this policy's backoff, if SafeToRepeat or ReadOnly or the
+	// error wraps ErrNoEffect. Nil means one attempt.
 	Retry *retry.Policy
 }
 
@@ -177,7 +187,8 @@ func storedKey(tenant, key string) string {
 //     Approver; denied or expired (or no approver) is Fatal ApprovalDenied.
 //     A call whose key already holds a completed result is not put to
 //     the Approver again: it replays the result (step 3) at once.
-//  3. idempotency: the key is claimed. Completed: the stored result is
+//  3. idempotency (not for a read-only tool, see ToolCall.ReadOnly: fn
+//     runs at once): the key is claimed. Completed: the stored result is
 //     returned (a stored failure as *ToolError with Replayed) and fn does
 //     not run. In flight under a live owner: a Transient error wrapping
 //     ErrInFlight. Expired (its owner died mid-call): Fatal OutcomeUnknown,
@@ -245,9 +256,17 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 		// (adversarial review: a run of tenant B got A's stored result).
 		key = storedKey(r.tenant, key)
 	}
-	attrs[trace.AttrIdempotency] = key
 	st, owner, lease := r.m.st, r.m.owner, r.m.cfg.IdempotencyLease
-	if r.m.cfg.Policy.NeedsApproval(call.Name) {
+	pol := r.m.cfg.Policy
+	if (call.ReadOnly || pol.IsReadOnly(call.Name)) && !pol.NeedsApproval(call.Name) {
+		call.ReadOnly, call.SafeToRepeat = true, true
+		attrs["belay.idempotency.state"] = "read_only"
+		attrs[trace.AttrToolOutcome] = trace.ToolExecuted
+		return r.execute(a, call, key, fn, attrs)
+	}
+	call.ReadOnly = false
+	attrs[trace.AttrIdempotency] = key
+	if pol.NeedsApproval(call.Name) {
 		// A call whose effect already happened under its key only
 		// replays the stored result: no one is asked again.
 		if c, err := st.Lookup(ctx, key, r.m.now()); err == nil && c.State == store.ClaimCompleted {
@@ -337,6 +356,15 @@ func (r *Run) execute(a *Admitted, call ToolCall, key string, fn func(context.Co
 	attrs[AttrToolAttempts] = attempt
 	if len(retried) > 0 {
 		attrs[AttrToolRetriedErrors] = retried
+	}
+	if call.ReadOnly { // nothing claimed, nothing stored
+		switch {
+		case ferr == nil:
+			return res, nil
+		case errors.Is(ferr, ErrNoEffect):
+			return nil, a.cause(ferr)
+		}
+		return nil, &ToolError{Tool: call.Name, Message: ferr.Error(), Cause: a.cause(ferr)}
 	}
 	if ferr == nil {
 		if err := st.Complete(wctx, key, owner, res, false); err != nil {

@@ -140,6 +140,7 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 			return nil, fmt.Errorf("%s: providers.config: %w", s.Path, err)
 		}
 		cfg.Tools.Irreversible = append(cfg.Tools.Irreversible, s.Tools.Irreversible...)
+		cfg.Tools.ReadOnly = append(cfg.Tools.ReadOnly, s.Tools.ReadOnly...)
 		return cfg, nil
 	}
 	sp := eval.SimSpec{}
@@ -180,6 +181,7 @@ func configFor(s *eval.Suite, p eval.Providers) (*config.Config, error) {
 	}
 	cfg.Timeouts.FirstByte, cfg.Timeouts.FirstToken, cfg.Timeouts.Idle = simTimeouts.FirstByte, simTimeouts.FirstToken, simTimeouts.Idle
 	cfg.Tools.Irreversible = s.Tools.Irreversible
+	cfg.Tools.ReadOnly = s.Tools.ReadOnly
 	cfg.Capture = config.CaptureFull
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: providers: %w", s.Path, err)
