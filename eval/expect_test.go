@@ -193,6 +193,7 @@ scenarios:
   - {name: signal, expect: {golden: g}}
   - {name: required, expect: {golden: g, golden_required: true}}
   - {name: unsaved, expect: {golden: none-saved}}
+  - {name: required-unsaved, expect: {golden: none-saved, golden_required: true}}
 `
 	f := &fakeHarness{golden: map[string][]byte{"g": golden}, script: func(_ string, i int) canned {
 		if i == 0 {
@@ -205,6 +206,13 @@ scenarios:
 		t.Fatal(err)
 	}
 	for _, o := range rep.Outcomes {
+		if o.Scenario == "required-unsaved" {
+			// A required golden that is not there fails the run, saying so.
+			if o.Passed || o.Reason != "expect.golden" || len(o.Failures) != 1 || !strings.Contains(o.Failures[0], "golden none-saved is not in the store") || o.GoldenChecked {
+				t.Errorf("%s #%d: passed %v reason %q failures %q checked %v", o.Scenario, o.Index, o.Passed, o.Reason, o.Failures, o.GoldenChecked)
+			}
+			continue
+		}
 		mismatch := o.Index == 1 && o.Scenario != "unsaved"
 		if o.GoldenChecked != (o.Scenario != "unsaved") || o.GoldenMismatch != mismatch {
 			t.Errorf("%s #%d: checked %v mismatch %v", o.Scenario, o.Index, o.GoldenChecked, o.GoldenMismatch)
@@ -218,7 +226,7 @@ scenarios:
 		}
 	}
 	for _, sc := range rep.Scenarios {
-		want := map[string]float64{"signal": 0.5, "required": 0.5, "unsaved": 0}[sc.Name]
+		want := map[string]float64{"signal": 0.5, "required": 0.5, "unsaved": 0, "required-unsaved": 0}[sc.Name]
 		if sc.GoldenMismatch != want {
 			t.Errorf("%s: golden mismatch rate %v, want %v", sc.Name, sc.GoldenMismatch, want)
 		}

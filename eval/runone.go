@@ -411,6 +411,12 @@ func (r *runner) golden(ctx context.Context, h Harness, o *Outcome, spans []trac
 	}
 	want, err := h.Golden(ctx, sc.Expect.Golden)
 	if errors.Is(err, store.ErrNotFound) {
+		if sc.Expect.GoldenRequired {
+			// A required comparison that a typo or another store turns
+			// off would let CI pass checking nothing (newcomer finding).
+			return []string{"expect.golden: golden " + sc.Expect.Golden + " is not in the store, and the scenario has golden_required: " +
+				"save one (belay trace golden save RUN " + sc.Expect.Golden + ") or give --store the store that holds it"}
+		}
 		return nil // no golden saved yet: nothing to compare
 	}
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/internal/decimal"
 	"github.com/belay-run/belay/internal/yamlnode"
+	"github.com/belay-run/belay/trace"
 )
 
 // SuiteVersion is the suite file format this package reads.
@@ -589,6 +590,13 @@ func (sc *Scenario) validate(i int, seen map[string]bool) error {
 	}
 	if e.MaxTurns < 0 {
 		return bad("must be ≥ 0", at("expect", "max_turns")...)
+	}
+	if e.Golden != "" {
+		if err := trace.CheckGoldenName(e.Golden); err != nil {
+			return bad(err.Error()+" (the names `belay trace golden save` takes)", at("expect", "golden")...)
+		}
+	} else if e.GoldenRequired {
+		return bad("names no golden: set expect.golden to the golden trace's name", at("expect", "golden_required")...)
 	}
 	if t := e.Trajectory; t != nil {
 		ok := false

@@ -20,7 +20,9 @@ import (
 // third poll got the first one's result replayed). Nothing is claimed or
 // stored under its key; the call is still traced.
 func TestReadOnlyToolRunsEveryCall(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.Policy = Policy{ReadOnly: []string{"get_*"}, Irreversible: []string{"get_and_delete"}} })
+	f := newFixture(t, func(c *Config) {
+		c.Policy = Policy{ReadOnly: []string{"get_*"}, Irreversible: []string{"get_and_delete"}}
+	})
 	ctx := context.Background()
 	r := f.start(t, Spec{})
 	var polls atomic.Int32

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -134,13 +133,6 @@ func printDiff(w io.Writer, a, b []byte, nameA, nameB string) error {
 // checkGoldenName refuses a golden name a suite's expect.golden could not
 // name plainly: empty, longer than 200 bytes, or holding white space or
 // control characters.
-func checkGoldenName(name string) error {
-	if name == "" || len(name) > 200 || strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 || !utf8.ValidString(name) {
-		return fmt.Errorf("golden name %q: want 1 to 200 bytes of UTF-8 without spaces or control characters (e.g. refund-path)", name)
-	}
-	return nil
-}
-
 func goldenCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "golden",
@@ -152,7 +144,7 @@ func goldenCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, name := args[0], args[1]
-			if err := checkGoldenName(name); err != nil {
+			if err := trace.CheckGoldenName(name); err != nil {
 				return badInput(err)
 			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
