@@ -220,7 +220,14 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	if approver == nil {
 		// Irreversible tools wait in the stored queue for a person:
 		// `belay approvals approve ID`, or POST /admin/approvals/ID/approve.
-		approver = run.QueueApprover{Approvals: st.Store}
+		log := st.log
+		approver = run.QueueApprover{Approvals: st.Store, Notify: func(a store.Approval) {
+			// Without it the agent only seemed to hang (newcomer finding).
+			log.LogAttrs(context.Background(), slog.LevelWarn, "tool call waits for an approval",
+				slog.String("approval", a.ID), slog.String("run", a.RunID), slog.String("tool", a.Tool),
+				slog.String("decide", "belay approvals approve|deny "+a.ID+" (or POST /admin/approvals/"+a.ID+"/approve)"),
+				slog.Duration("expires_in", run.DefaultApprovalTimeout))
+		}}
 	}
 	st.Runs, err = run.NewManager(run.Config{
 		Store: st.Store, Pricing: pricing, Sink: st.Recorder,
