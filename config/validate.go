@@ -88,12 +88,17 @@ func (c *Config) Validate() error {
 }
 
 func validStoreURL(s string) error {
-	scheme, _, ok := strings.Cut(s, "://")
+	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
 		return bad("store", "%q is not a store URL; want sqlite://PATH, postgres://... or memory://", s)
 	}
 	switch scheme {
-	case "sqlite", "postgres", "postgresql", "memory":
+	case "sqlite", "postgres", "postgresql":
+		return nil
+	case "memory":
+		if rest != "" {
+			return bad("store", "%q: the in-memory store takes no path; want memory://", s)
+		}
 		return nil
 	}
 	return bad("store", "scheme %q is not supported; want sqlite, postgres or memory", scheme)

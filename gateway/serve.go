@@ -409,14 +409,7 @@ func Serve(ctx context.Context, cfg *config.Config, listening func(net.Addr)) er
 // memory:// (an in-memory store, for tests and demos: see InMemoryStore).
 // See store/open, whose errors it returns.
 func OpenStore(ctx context.Context, url string) (store.Store, error) {
-	if InMemoryStore(url) {
-		return memstore.New(), nil
-	}
-	st, err := open.Open(ctx, url)
-	if errors.Is(err, open.ErrScheme) {
-		return nil, fmt.Errorf("%w; or memory:// (in memory, nothing kept)", err)
-	}
-	return st, err
+	return open.Open(ctx, url)
 }
 
 // InMemoryStore reports whether url names the in-memory store
@@ -424,8 +417,8 @@ func OpenStore(ctx context.Context, url string) (store.Store, error) {
 // is a SQLite file path, as every value without a scheme is (a newcomer
 // finding: `--store memory` kept nothing, and said nothing of it).
 func InMemoryStore(url string) bool {
-	scheme, _, ok := strings.Cut(url, "://")
-	return ok && scheme == "memory"
+	scheme, rest, ok := strings.Cut(url, "://")
+	return ok && strings.EqualFold(scheme, "memory") && rest == ""
 }
 
 func usesSim(cfg *config.Config) bool {

@@ -10,7 +10,7 @@ import (
 // path, as any value without a scheme is.
 func TestInMemoryStoreNeedsItsScheme(t *testing.T) {
 	for url, want := range map[string]bool{
-		"memory://": true, "memory://x": true,
+		"memory://": true, "MEMORY://": true, "memory://x": false, // a path: refused by store/open
 		"memory": false, "./memory": false, "sqlite://memory": false, "memory.db": false, "": false,
 	} {
 		if got := gateway.InMemoryStore(url); got != want {

@@ -673,7 +673,7 @@ func TestServeSlipsGetHints(t *testing.T) {
 	_, _, err = belayArgs(t, "serve", "--config", "../../examples/refund-agent/suite.yaml")
 	wantCode(t, err, 2, "looks like an eval suite, with scenarios: run it with belay eval ../../examples/refund-agent/suite.yaml")
 	_, _, err = belayArgs(t, "serve", "--store", "foo://x", "--listen", "127.0.0.1:0")
-	wantCode(t, err, 2, "or memory:// (in memory, nothing kept)")
+	wantCode(t, err, 2, "supported are sqlite://, postgres://, postgresql://, memory:// and a bare file path")
 
 	// A config file without models (newcomer finding: it served the
 	// simulator, and the startup line stopped saying so).

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/belay-run/belay/store"
+	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/store/postgres"
 	"github.com/belay-run/belay/store/sqlite"
 )
@@ -26,7 +27,11 @@ var ErrScheme = errors.New("store/open: unsupported store URL scheme")
 //     created on first use, with its parent directory (mode 0o755) when
 //     that is missing;
 //   - postgres://... or postgresql://...: the shared PostgreSQL store
-//     (store/postgres), the URL passed to pgx as is.
+//     (store/postgres), the URL passed to pgx as is;
+//   - memory://: an in-memory store (store/memstore), for tests and
+//     demos: nothing is kept once the process ends, and no other process
+//     sees it. A bare "memory" is a SQLite file path, as every value
+//     without a scheme is.
 //
 // Any other scheme is an error wrapping ErrScheme that lists the supported
 // ones. The caller closes the store.
@@ -34,7 +39,7 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 	scheme, rest, hasScheme := strings.Cut(url, "://")
 	if !hasScheme {
 		if strings.Contains(url, ":") && !strings.ContainsAny(url, `/\.`) {
-			return nil, fmt.Errorf("%w in %q: supported are sqlite://, postgres://, postgresql:// and a bare file path",
+			return nil, fmt.Errorf("%w in %q: supported are sqlite://, postgres://, postgresql://, memory:// and a bare file path",
 				ErrScheme, url)
 		}
 		return openSQLite(ctx, url)
@@ -47,8 +52,13 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 		return openSQLite(ctx, rest)
 	case "postgres", "postgresql":
 		return postgres.Open(ctx, url)
+	case "memory":
+		if rest != "" {
+			return nil, fmt.Errorf("store/open: %q: the in-memory store takes no path (memory://)", url)
+		}
+		return memstore.New(), nil
 	}
-	return nil, fmt.Errorf("%w %q: supported are sqlite://, postgres://, postgresql:// and a bare file path",
+	return nil, fmt.Errorf("%w %q: supported are sqlite://, postgres://, postgresql://, memory:// and a bare file path",
 		ErrScheme, scheme+"://")
 }
 

@@ -53,6 +53,20 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open(%q): got %v, want ErrScheme listing the supported schemes", url, err)
 		}
 	}
+	for _, url := range []string{"memory://", "MEMORY://"} {
+		st, err := open.Open(ctx, url)
+		if err != nil {
+			t.Errorf("Open(%q): %v", url, err)
+			continue
+		}
+		if _, err := st.GetRun(ctx, "none"); err == nil {
+			t.Errorf("Open(%q): a new store holds run none", url)
+		}
+		_ = st.Close()
+	}
+	if _, err := open.Open(ctx, "memory://x"); err == nil || !strings.Contains(err.Error(), "takes no path") {
+		t.Errorf(`Open("memory://x"): %v`, err)
+	}
 	if _, err := open.Open(ctx, "sqlite://"); err == nil {
 		t.Error(`Open("sqlite://"): nil error`)
 	}
