@@ -51,7 +51,7 @@ func TestBudgetRefusalLogDetail(t *testing.T) {
 	log := logged.String()
 	mu.Unlock()
 	for _, want := range []string{
-		`error="fatal: max_turns_exceeded: run used its 1 turns" detail="budget: reservation exceeds the limit: the turn limit of 1 is used up in scope \"turns:r1\""`,
+		`error="fatal: max_turns_exceeded: run used its 1 turn" detail="budget: reservation exceeds the limit: the turn limit of 1 is used up in scope \"turns:r1\""`,
 		`detail="budget: reservation exceeds the limit: $0.0006012 does not fit in scope \"run:` + run + `\" (limit $0.0000001)"`,
 	} {
 		if !strings.Contains(log, want) {

@@ -104,7 +104,7 @@ func (s *Server) serveModel(f front) http.HandlerFunc {
 		default:
 			s.log.LogAttrs(r.Context(), levelFor(err), "model call failed",
 				slogString("run", c.runID), slogString("tenant", c.tenant.Name), slogString("model", c.alias), slogErr(err),
-				slogString("detail", detail(err)))
+				slogDetail(err))
 		}
 	}
 }
@@ -627,7 +627,7 @@ func (c *call) attempt(ctx context.Context, d *route.Deployment) error {
 		c.logRejectedCredentials(d.Name, fe)
 	} else {
 		c.s.log.LogAttrs(c.r.Context(), slog.LevelDebug, "attempt failed", slogString("run", c.runID),
-			slogString("deployment", d.Name), slogErr(fe), slogString("detail", detail(fe)))
+			slogString("deployment", d.Name), slogErr(fe), slogDetail(fe))
 	}
 	return fe
 }

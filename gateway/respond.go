@@ -360,3 +360,12 @@ func levelFor(err error) slog.Level {
 
 func slogString(k, v string) slog.Attr { return slog.String(k, v) }
 func slogErr(err error) slog.Attr      { return slog.String("error", err.Error()) }
+
+// slogDetail is the "detail" attribute of a failure (see detail); none
+// (an empty Attr, which handlers leave out) when it has none.
+func slogDetail(err error) slog.Attr {
+	if d := detail(err); d != "" {
+		return slog.String("detail", d)
+	}
+	return slog.Attr{}
+}

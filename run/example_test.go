@@ -118,6 +118,6 @@ func ExampleRun_Call() {
 	fmt.Println(rec.Status, rec.StopReason, rec.Turns, rec.Cost)
 	// Output:
 	// <nil>
-	// fatal: max_turns_exceeded: run used its 1 turns
+	// fatal: max_turns_exceeded: run used its 1 turn
 	// stopped max_turns_exceeded 1 $0.00215
 }

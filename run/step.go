@@ -51,6 +51,14 @@ type Step struct {
 	OutputLimitField string
 }
 
+// turnsUsed is the message of a run whose turns, max of them, are used.
+func turnsUsed(max int) string {
+	if max == 1 {
+		return "run used its 1 turn"
+	}
+	return fmt.Sprintf("run used its %d turns", max)
+}
+
 // ErrSettled is returned by Settle or Fail on a step already settled or
 // failed.
 var ErrSettled = errors.New("run: step already settled")
@@ -393,7 +401,7 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 		}
 		if turn && failed == 0 {
 			return &failure.Error{Kind: failure.Fatal, Reason: failure.MaxTurnsExceeded,
-				Message: fmt.Sprintf("run used its %d turns", maxTurns),
+				Message: turnsUsed(maxTurns),
 				Cause:   &turnsUsedError{scope: TurnScope(r.id), limit: maxTurns, err: err}}
 		}
 		if ee, ok := errors.AsType[*budget.ExceededError](err); (ok && ee.Scope == TokenScope(r.id)) || (tokIdx >= 0 && failed == tokIdx) {
@@ -649,7 +657,7 @@ func (r *Run) checkLocked(s Step, now time.Time) *failure.Error {
 	}
 	lim := r.rec.Limits
 	if s.Kind == KindModel && lim.MaxTurns > 0 && r.rec.Turns >= lim.MaxTurns {
-		return refusal(failure.MaxTurnsExceeded, "run used its %d turns", lim.MaxTurns)
+		return refusal(failure.MaxTurnsExceeded, "%s", turnsUsed(lim.MaxTurns))
 	}
 	if !r.deadline.IsZero() && !now.Before(r.deadline) {
 		return refusal(failure.DeadlineExceeded, "run deadline of %v passed", lim.Deadline)

@@ -485,8 +485,15 @@ func alreadyDecided(ctx context.Context, st store.Store, id string, cause error)
 	if !a.Decided.IsZero() {
 		msg += " at " + a.Decided.Local().Format(time.DateTime)
 	}
-	return fmt.Errorf("%s: %w", msg, store.ErrConflict)
+	return conflictError(msg)
 }
+
+// conflictError says what conflicted in its own words and matches
+// store.ErrConflict (errors.Is), without the store's words after them.
+type conflictError string
+
+func (e conflictError) Error() string { return string(e) }
+func (e conflictError) Unwrap() error { return store.ErrConflict }
 
 func currentUser() string {
 	if u := os.Getenv("USER"); u != "" {

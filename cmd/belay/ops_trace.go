@@ -696,7 +696,7 @@ func keyAttrs(a map[string]any) []string {
 	if v, ok := a[trace.AttrCostUSD]; ok {
 		c := "cost=$" + attrString(v)
 		if a[trace.AttrCostEstimated] == true { // part of the usage was estimated (a cut answer, a lost attempt)
-			c += "(estimated)"
+			c += " (estimated)"
 		}
 		out = append(out, c)
 	}

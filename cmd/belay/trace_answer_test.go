@@ -201,7 +201,7 @@ func TestKeyAttrsNameTheResponsesAPI(t *testing.T) {
 // tokens, and only --json said they were estimated).
 func TestKeyAttrsMarkAnEstimatedCost(t *testing.T) {
 	got := strings.Join(keyAttrs(map[string]any{trace.AttrCostUSD: 0.0025, trace.AttrCostEstimated: true}), " ")
-	if got != "cost=$0.0025(estimated)" {
+	if got != "cost=$0.0025 (estimated)" {
 		t.Errorf("estimated: %q", got)
 	}
 	if got := strings.Join(keyAttrs(map[string]any{trace.AttrCostUSD: 0.0025}), " "); got != "cost=$0.0025" {

@@ -378,15 +378,15 @@ func (r *Row) explain(cfg Config, overall bool) {
 }
 
 func (r *Row) passRateWhy(alpha float64) string {
-	test := fmt.Sprintf("z = %.2f, one-sided p = %s", r.Z, pfmt(r.PValue))
+	test := fmt.Sprintf("z = %.2f, one-sided p %s", r.Z, prel(r.PValue))
 	switch r.Test {
 	case TestFisher:
-		test = fmt.Sprintf("Fisher exact test for small counts, one-sided p = %s", pfmt(r.PValue))
+		test = fmt.Sprintf("Fisher exact test for small counts, one-sided p %s", prel(r.PValue))
 	case TestCMH:
-		test = fmt.Sprintf("stratified by scenario (Cochran–Mantel–Haenszel) z = %.2f, one-sided p = %s", r.Z, pfmt(r.PValue))
+		test = fmt.Sprintf("stratified by scenario (Cochran–Mantel–Haenszel) z = %.2f, one-sided p %s", r.Z, prel(r.PValue))
 	}
 	if r.holm {
-		test += fmt.Sprintf(", Holm-adjusted p = %s", pfmt(r.AdjustedP))
+		test += fmt.Sprintf(", Holm-adjusted p %s", prel(r.AdjustedP))
 	}
 	rates := fmt.Sprintf("%s → %s", pct(r.Base.Rate), pct(r.Cand.Rate))
 	if r.AdjustedP <= alpha {
@@ -406,6 +406,15 @@ func pct(rate float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*rate)
+}
+
+// prel is p with its relation, for a sentence: "= 0.0123", "< 0.0001".
+func prel(p float64) string {
+	f := pfmt(p)
+	if rest, ok := strings.CutPrefix(f, "<"); ok {
+		return "< " + rest
+	}
+	return "= " + f
 }
 
 func pfmt(p float64) string {

@@ -37,7 +37,9 @@ func (statusAgent) Run(ctx context.Context, env eval.Env) (int, string, error) {
 		return 1, "", fmt.Errorf("model call: %s", res.Status)
 	}
 	out, err := env.Tools.RunTool(ctx, "get_status", "call-1", json.RawMessage(`{"id":"7"}`),
-		func(ctx context.Context, key string) (json.RawMessage, error) { return json.RawMessage(`"shipped"`), nil })
+		func(ctx context.Context, key string) (json.RawMessage, error) {
+			return json.RawMessage(`"shipped"`), nil
+		})
 	if err != nil {
 		return 1, "", err
 	}
