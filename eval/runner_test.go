@@ -489,6 +489,14 @@ func TestStderrTail(t *testing.T) {
 		{"\n  \n", ""},
 		{"a\nb\n\nc\nd\n", "b ⏎ c ⏎ d"},
 		{long, "…" + long[100:]},
+		// A crash's message far above its last lines leads them.
+		{"node:internal/modules/cjs/loader:1228\n  throw err;\n  ^\n\nError: Cannot find module '/tmp/agentx.mjs'\n    at Module._resolveFilename (node:x:1225:15)\n" +
+			"    at node:internal/main/run_main_module:28:49 {\n  code: 'MODULE_NOT_FOUND',\n  requireStack: []\n}\n\nNode.js v20.20.2\n",
+			"Error: Cannot find module '/tmp/agentx.mjs' ⏎ … ⏎ requireStack: [] ⏎ } ⏎ Node.js v20.20.2"},
+		{"panic: runtime error: index out of range [3] with length 3\n\ngoroutine 1 [running]:\nmain.main()\n\t/tmp/a.go:5 +0x1d\nexit status 2\n",
+			"panic: runtime error: index out of range [3] with length 3 ⏎ … ⏎ main.main() ⏎ /tmp/a.go:5 +0x1d ⏎ exit status 2"},
+		// Python's last line is its message already; nothing leads.
+		{"Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: bad", "Traceback (most recent call last): ⏎ File \"a.py\", line 1 ⏎ ValueError: bad"},
 	} {
 		if got := stderrTail([]byte(c.in)); got != c.want {
 			t.Errorf("stderrTail(%q) = %q; want %q", c.in, got, c.want)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -183,8 +184,18 @@ const (
 	stderrTailBytes = 300
 )
 
+// errorHead matches the line a crash report starts with: Go's "panic:"
+// and "fatal error:", Python's "Traceback", and a line that begins with
+// an error or exception type (Node's "Error: Cannot find module …",
+// "TypeError: …", Java's "Exception in thread …").
+var errorHead = regexp.MustCompile(`^(panic: |fatal error: |Traceback |[\w.$]*(Error|Exception)\b)`)
+
 // stderrTail returns the last stderrTailLines non-blank lines of b joined
 // by " ⏎ ", cut to its last stderrTailBytes bytes; "" when b has none.
+// When the first line that starts a crash report (errorHead) comes before
+// them, it leads, cut to stderrTailBytes, then " ⏎ … ⏎ ": a Node or Go
+// crash ends in its stack, far from its message (newcomer finding: only
+// "requireStack: [] ⏎ } ⏎ Node.js v20" was quoted).
 func stderrTail(b []byte) string {
 	var lines []string
 	for _, l := range strings.Split(strings.ToValidUTF8(string(b), "?"), "\n") {
@@ -192,14 +203,25 @@ func stderrTail(b []byte) string {
 			lines = append(lines, l)
 		}
 	}
+	head := ""
 	if len(lines) > stderrTailLines {
+		for _, l := range lines[:len(lines)-stderrTailLines] {
+			if errorHead.MatchString(l) {
+				head = l
+				if len(head) > stderrTailBytes {
+					head = strings.ToValidUTF8(head[:stderrTailBytes], "") + "…"
+				}
+				head += " ⏎ … ⏎ "
+				break
+			}
+		}
 		lines = lines[len(lines)-stderrTailLines:]
 	}
 	t := strings.Join(lines, " ⏎ ")
 	if len(t) > stderrTailBytes {
 		t = "…" + strings.ToValidUTF8(t[len(t)-stderrTailBytes:], "")
 	}
-	return t
+	return head + t
 }
 
 // execute runs the agent once, in-process or as a command.
