@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -498,6 +499,9 @@ func (e conflictError) Unwrap() error { return store.ErrConflict }
 func currentUser() string {
 	if u := os.Getenv("USER"); u != "" {
 		return u
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" { // USER is unset under some shells and containers
+		return u.Username
 	}
 	return "cli"
 }
