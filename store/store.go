@@ -329,6 +329,18 @@ type KillWatcher interface {
 type Goldens interface {
 	SaveGolden(ctx context.Context, name string, runID string, canonical []byte) error
 	Golden(ctx context.Context, name string) (canonical []byte, runID string, err error)
+	// ListGoldens returns every stored golden, by name ascending.
+	ListGoldens(ctx context.Context) ([]GoldenInfo, error)
+	// DeleteGolden removes golden name; ErrNotFound when there is none.
+	DeleteGolden(ctx context.Context, name string) error
+}
+
+// GoldenInfo describes a stored golden trace: its name, the run it was
+// saved from, and the size of its canonical form in bytes.
+type GoldenInfo struct {
+	Name  string `json:"name"`
+	RunID string `json:"run_id"`
+	Bytes int64  `json:"bytes"`
 }
 
 type deferrableKey struct{}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -340,6 +341,25 @@ func TestGolden(t *testing.T) {
 	wantCode(t, err, 2, "(--store names the store the goldens were saved to)")
 	_, _, err = belay(t, url, "trace", "golden", "diff", "refund-path", "ghost")
 	wantCode(t, err, 2, "run ghost not found")
+
+	// list and delete
+	_, _, err = belay(t, url, "trace", "golden", "save", "r2", "replayed-path")
+	wantCode(t, err, 0, "")
+	out, _, err = belay(t, url, "trace", "golden", "list")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "NAME           RUN  BYTES", fmt.Sprintf("refund-path    r1   %d", len(canon)), "replayed-path  r2")
+	out, _, err = belay(t, url, "trace", "golden", "delete", "refund-path")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "deleted golden refund-path")
+	_, _, err = belay(t, url, "trace", "golden", "delete", "refund-path")
+	wantCode(t, err, 1, "golden refund-path not found in store sqlite://")
+	out, _, err = belay(t, url, "trace", "golden", "list")
+	wantCode(t, err, 0, "")
+	if strings.Contains(out, "refund-path ") || !strings.Contains(out, "replayed-path") {
+		t.Errorf("golden list after a delete:\n%s", out)
+	}
+	_, _, err = belay(t, url, "trace", "golden", "list", "extra")
+	wantCode(t, err, 2, "takes no arguments")
 }
 
 func TestApprovals(t *testing.T) {

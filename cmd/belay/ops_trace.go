@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -211,7 +212,43 @@ func goldenCmd() *cobra.Command {
 			}))
 		},
 	}
-	c.AddCommand(save, show, diff)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the stored goldens: name, the run each was saved from, its size",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				gs, err := st.ListGoldens(ctx)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tRUN\tBYTES")
+				for _, g := range gs {
+					fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Name, g.RunID, g.Bytes)
+				}
+				if len(gs) == 0 {
+					fmt.Fprintln(tw, "(no goldens)")
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Remove golden NAME (scenarios naming it compare nothing, or fail with golden_required)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				if err := st.DeleteGolden(ctx, args[0]); err != nil {
+					return goldenNotFound(cmd, err, args[0])
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted golden %s\n", args[0])
+				return nil
+			})
+		},
+	}
+	c.AddCommand(save, show, diff, list, del)
 	return c
 }
 

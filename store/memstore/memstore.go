@@ -400,6 +400,33 @@ func (s *Store) SaveGolden(_ context.Context, name, runID string, canonical []by
 	return nil
 }
 
+// ListGoldens returns every stored golden, by name ascending.
+func (s *Store) ListGoldens(context.Context) ([]store.GoldenInfo, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := make([]store.GoldenInfo, 0, len(s.goldens))
+	for name, g := range s.goldens {
+		out = append(out, store.GoldenInfo{Name: name, RunID: g.runID, Bytes: int64(len(g.canonical))})
+	}
+	slices.SortFunc(out, func(a, b store.GoldenInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteGolden removes golden name (store.ErrNotFound if absent).
+func (s *Store) DeleteGolden(_ context.Context, name string) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.goldens[name]; !ok {
+		return fmt.Errorf("%w: golden %q", store.ErrNotFound, name)
+	}
+	delete(s.goldens, name)
+	return nil
+}
+
 // Golden returns the golden trace name (store.ErrNotFound if absent).
 func (s *Store) Golden(_ context.Context, name string) ([]byte, string, error) {
 	if err := s.lock(); err != nil {

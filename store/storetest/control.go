@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,5 +133,21 @@ func testGoldens(t *testing.T, s store.Store) {
 	must(t, err)
 	if run != "r2" || string(c) != `[{"name":"chat"},{"name":"execute_tool"}]` {
 		t.Errorf("Golden = %q, %q; want the second save", c, run)
+	}
+	list, err := s.ListGoldens(ctx)
+	must(t, err)
+	want := []store.GoldenInfo{{Name: "other", RunID: "r9", Bytes: 2}, {Name: "refund-happy", RunID: "r2", Bytes: 41}}
+	if !slices.Equal(list, want) {
+		t.Errorf("ListGoldens = %+v, want %+v", list, want)
+	}
+	must(t, s.DeleteGolden(ctx, "other"))
+	if err := s.DeleteGolden(ctx, "other"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteGolden of a deleted name: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.Golden(ctx, "other"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Golden after DeleteGolden: %v, want ErrNotFound", err)
+	}
+	if list, err := s.ListGoldens(ctx); err != nil || len(list) != 1 || list[0].Name != "refund-happy" {
+		t.Errorf("ListGoldens after a delete = %+v, %v", list, err)
 	}
 }

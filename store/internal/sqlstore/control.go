@@ -216,6 +216,43 @@ func (c *Core) SaveGolden(ctx context.Context, name, runID string, canonical []b
 	})
 }
 
+// ListGoldens returns every stored golden, by name ascending.
+func (c *Core) ListGoldens(ctx context.Context) ([]store.GoldenInfo, error) {
+	const op = "list goldens"
+	db, err := c.read(op)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, `SELECT name, run_id, length(canonical) FROM goldens ORDER BY name ASC`)
+	if err != nil {
+		return nil, c.fail(op, err)
+	}
+	defer rows.Close()
+	var out []store.GoldenInfo
+	for rows.Next() {
+		var g store.GoldenInfo
+		if err := rows.Scan(&g.Name, &g.RunID, &g.Bytes); err != nil {
+			return nil, c.fail(op, err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.fail(op, err)
+	}
+	return out, nil
+}
+
+// DeleteGolden removes golden name (store.ErrNotFound if absent).
+func (c *Core) DeleteGolden(ctx context.Context, name string) error {
+	return c.write(ctx, "delete golden "+name, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `DELETE FROM goldens WHERE name = $1`, name)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%w: golden %q", store.ErrNotFound, name)
+		}
+		return err
+	})
+}
+
 // Golden returns the golden trace name (store.ErrNotFound if absent).
 func (c *Core) Golden(ctx context.Context, name string) ([]byte, string, error) {
 	op := "golden " + name
