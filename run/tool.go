@@ -288,6 +288,22 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 			attrs[trace.AttrToolOutcome] = trace.ToolDenied
 			return nil, refusal(failure.ApprovalDenied, "%s", denial(call.Name, ap))
 		}
+		// The wait can be long (a person decides): a kill flag set on the
+		// tool or the run meanwhile holds, approval or not (adversarial
+		// review: a tool disabled while its call waited ran once
+		// approved). A run, tenant or all flag also cancels the wait.
+		ks := r.m.loadKills()
+		k, killed := ks.forRun(r.id, r.tenant)
+		if !killed {
+			k, killed = ks.forStep(Step{Kind: KindTool, Tool: call.Name})
+		}
+		if killed {
+			attrs[trace.AttrToolOutcome] = trace.ToolRefused
+			if k.Target == store.KillTool {
+				attrs[trace.AttrToolOutcome] = trace.ToolDisabled
+			}
+			return nil, killFailure(k)
+		}
 	}
 	c, err := st.Claim(ctx, key, owner, lease, r.m.now())
 	if err != nil {
