@@ -83,7 +83,7 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	rh.Env(&env)
 
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(r.suite.Timeout))
-	code, output, agentErr := r.execute(rctx, env)
+	code, output, outBytes, agentErr := r.execute(rctx, env)
 	timedOut := errors.Is(agentErr, errAgentTimeout) || (rctx.Err() == context.DeadlineExceeded && agentErr != nil)
 	cancel()
 	out.Latency = time.Since(start)
@@ -124,6 +124,12 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 			msg += ee.stderr()
 		}
 		fails = append(fails, msg)
+	}
+	if outBytes > int64(len(output)) {
+		// Not judged on a cut output: expect.output could pass or fail
+		// on what belay did not keep.
+		fails = append(fails, fmt.Sprintf("output: the agent wrote %d bytes on its stdout, more than the %d belay keeps (the first of them are its output): "+
+			"an answer is expected to be shorter; write logs on stderr", outBytes, maxAgentOutput))
 	}
 	fails = append(fails, r.judge(ctx, &out, env, rec, facts)...)
 	fails = append(fails, r.golden(ctx, h, &out, spans)...)
@@ -225,7 +231,7 @@ func stderrTail(b []byte) string {
 }
 
 // execute runs the agent once, in-process or as a command.
-func (r *runner) execute(ctx context.Context, env Env) (int, string, error) {
+func (r *runner) execute(ctx context.Context, env Env) (code int, out string, outBytes int64, err error) {
 	if r.agent != nil {
 		type res struct {
 			code int
@@ -251,7 +257,7 @@ func (r *runner) execute(ctx context.Context, env Env) (int, string, error) {
 			default:
 				// An agent that ignores its context is abandoned, not
 				// waited for.
-				return -1, "", errAgentTimeout
+				return -1, "", 0, errAgentTimeout
 			}
 		}
 		if x.err == nil && x.code != 0 {
@@ -260,16 +266,18 @@ func (r *runner) execute(ctx context.Context, env Env) (int, string, error) {
 		if x.err != nil && ctx.Err() == context.DeadlineExceeded {
 			x.err = fmt.Errorf("%w: %w", errAgentTimeout, x.err)
 		}
-		return x.code, x.out, x.err
+		return x.code, x.out, int64(len(x.out)), x.err
 	}
 	return r.command(ctx, env)
 }
 
 // command runs a command agent with belay's addresses in its environment.
-func (r *runner) command(ctx context.Context, env Env) (int, string, error) {
+// out is the first maxAgentOutput bytes of its stdout, outBytes how many
+// it wrote.
+func (r *runner) command(ctx context.Context, env Env) (code int, out string, outBytes int64, err error) {
 	if env.World != nil {
 		if err := os.WriteFile(env.WorldPath, env.World, 0o644); err != nil {
-			return -1, "", err
+			return -1, "", 0, err
 		}
 	}
 	cmd := exec.CommandContext(ctx, r.suite.Agent.Command[0], r.suite.Agent.Command[1:]...)
@@ -283,30 +291,30 @@ func (r *runner) command(ctx context.Context, env Env) (int, string, error) {
 	for k, v := range r.suite.Agent.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	stdout, stderr, err := runGroup(cmd, env.Input)
-	out := string(stdout)
+	stdout, outBytes, stderr, err := runGroup(cmd, env.Input)
+	out = string(stdout)
 	if code, ok := ownExit(cmd); ok {
 		// The agent ended by itself: its exit decides, even when it ended
 		// just as its time ran out.
 		if code != 0 {
 			if t := stderrTail(stderr); t != "" {
-				return code, out, &exitError{tail: t}
+				return code, out, outBytes, &exitError{tail: t}
 			}
-			return code, out, errExit
+			return code, out, outBytes, errExit
 		}
-		return 0, out, nil
+		return 0, out, outBytes, nil
 	}
 	if ctx.Err() == context.DeadlineExceeded {
-		return -1, out, errAgentTimeout
+		return -1, out, outBytes, errAgentTimeout
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return ee.ExitCode(), out, errExit // killed by a signal: -1
+		return ee.ExitCode(), out, outBytes, errExit // killed by a signal: -1
 	}
 	if err == nil {
 		err = errors.New("the agent ended without an exit status")
 	}
-	return -1, out, err
+	return -1, out, outBytes, err
 }
 
 // ownExit returns the exit code of a command whose process has ended by
@@ -406,7 +414,7 @@ func (r *runner) check(ctx context.Context, env Env, check string) error {
 	cmd := exec.CommandContext(ctx, "sh", "-c", check)
 	cmd.Dir = r.suite.Dir
 	cmd.Env = append(os.Environ(), "BELAY_WORLD="+env.WorldPath, "BELAY_RUN_ID="+env.RunID)
-	stdout, stderr, err := runGroup(cmd, "")
+	stdout, _, stderr, err := runGroup(cmd, "")
 	if code, ok := ownExit(cmd); ok && code == 0 {
 		return nil // judged by its own exit, whatever it left running
 	}
