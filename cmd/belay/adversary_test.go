@@ -42,7 +42,7 @@ func TestAdversary12EvalInput(t *testing.T) {
 	dir := t.TempDir()
 	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 1\nscenarios: [{name: a}]\n")
 	nanSuite := writeText(t, dir, "nan.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nmin_pass_rate: .nan\nscenarios: [{name: a}]\n")
-	base := writeText(t, dir, "base.json", `{"format": "belay.eval/v1", "scenarios": [{"name": "a", "runs": 20, "passes": 18, "pass_rate": 0.9}]}`)
+	base := writeText(t, dir, "base.json", `{"format": "belay.eval/v1", "suite": "suite", "scenarios": [{"name": "a", "runs": 20, "passes": 18, "pass_rate": 0.9}]}`)
 	store := "sqlite://" + filepath.Join(dir, "belay.db")
 	cases := []struct {
 		name string

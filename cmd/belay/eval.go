@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -196,15 +197,31 @@ func detectRuns(w io.Writer, s *eval.Suite, baseline string, drop float64) (int,
 	if err != nil {
 		return 0, err
 	}
+	if base.Suite != s.Name {
+		// belay gate refuses the pair too (adversarial review: the runs
+		// were computed for the other suite's scenarios).
+		return 0, fmt.Errorf("--baseline %s is a report of suite %q, not of %s (suite %q): give a report of this suite", baseline, base.Suite, s.Path, s.Name)
+	}
+	// The scenarios the gate will compare: this suite's that the
+	// baseline has.
+	var compared []eval.ScenarioReport
+	for _, sc := range s.Scenarios {
+		i := slices.IndexFunc(base.Scenarios, func(b eval.ScenarioReport) bool { return b.Name == sc.Name })
+		if i < 0 {
+			fmt.Fprintf(w, "  %-32s not in the baseline: belay gate does not compare it\n", sc.Name)
+			continue
+		}
+		compared = append(compared, base.Scenarios[i])
+	}
 	// The level the gate (belay gate's defaults) first tests a scenario
 	// at: a drop in one scenario of several is tested at its share of
 	// α=0.05, not at 0.05 (an adversarial review: runs advised at 0.05
 	// caught a 10-point drop in one of four scenarios half the time).
-	alpha := gate.Config{}.ScenarioAlpha(len(base.Scenarios))
+	alpha := gate.Config{}.ScenarioAlpha(len(compared))
 	most := 0
 	fmt.Fprintf(w, "runs per scenario to detect a drop of %.3f in one scenario (80%% power; belay gate tests a scenario "+
-		"of these %d at one-sided α=%.4g):\n", drop, len(base.Scenarios), alpha)
-	for _, sc := range base.Scenarios {
+		"of these %d at one-sided α=%.4g):\n", drop, len(compared), alpha)
+	for _, sc := range compared {
 		// From the counts, as the gate reads them, not the report's
 		// pass_rate (an adversarial review: a hand-edited pass_rate
 		// changed the answer while the gate went by the counts).
@@ -212,7 +229,7 @@ func detectRuns(w io.Writer, s *eval.Suite, baseline string, drop float64) (int,
 			return 0, fmt.Errorf("%s: scenario %s: passes %d, runs %d: need 0 ≤ passes ≤ runs and runs > 0", baseline, sc.Name, sc.Passes, sc.Runs)
 		}
 		rate := float64(sc.Passes) / float64(sc.Runs)
-		if rate-drop <= 0 {
+		if drop > rate+1e-9 { // a fall to 0 is a drop (stats.RunsToDetect: drop ≤ baseRate)
 			fmt.Fprintf(w, "  %-32s baseline %.3f: a drop of %.3f is not possible\n", sc.Name, rate, drop)
 			continue
 		}
@@ -223,7 +240,6 @@ func detectRuns(w io.Writer, s *eval.Suite, baseline string, drop float64) (int,
 		fmt.Fprintf(w, "  %-32s baseline %.3f: %d runs\n", sc.Name, rate, n)
 		most = max(most, n)
 	}
-	_ = s
 	return most, nil
 }
 

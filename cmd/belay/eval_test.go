@@ -77,7 +77,7 @@ func TestEvalSizeBounds(t *testing.T) {
 	big := writeText(t, dir, "big.yaml", "version: 1\nagent: {go: refund-agent}\nruns: 1\n"+
 		"providers: {sim: {deployments: 100000000}}\nscenarios: [{name: a}]\n")
 	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 1\nscenarios: [{name: a}]\n")
-	base := writeText(t, dir, "base.json", `{"format": "belay.eval/v1", "scenarios": [{"name": "a", "runs": 20, "passes": 10, "pass_rate": 0.5}]}`)
+	base := writeText(t, dir, "base.json", `{"format": "belay.eval/v1", "suite": "suite", "scenarios": [{"name": "a", "runs": 20, "passes": 10, "pass_rate": 0.5}]}`)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -113,7 +113,7 @@ func TestEvalScenarioNameRunID(t *testing.T) {
 func TestDetectReadsCounts(t *testing.T) {
 	dir := t.TempDir()
 	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nruns: 1\nscenarios: [{name: a}]\n")
-	base := writeText(t, dir, "base.json", `{"format": "belay.eval/v1", "scenarios": [{"name": "a", "runs": 20, "passes": 18, "pass_rate": 0.25}]}`)
+	base := writeText(t, dir, "base.json", `{"format": "belay.eval/v1", "suite": "suite", "scenarios": [{"name": "a", "runs": 20, "passes": 18, "pass_rate": 0.25}]}`)
 	out, err := run(t, "eval", suite, "--detect", "0.1", "--baseline", base, "--no-progress", "--store", "memory://")
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestDetectReadsCounts(t *testing.T) {
 	if !strings.Contains(out, "baseline 0.900:") {
 		t.Errorf("--detect output:\n%s\nwant the rate from the counts, baseline 0.900", out)
 	}
-	bad := writeText(t, dir, "bad.json", `{"format": "belay.eval/v1", "scenarios": [{"name": "a", "runs": 20, "passes": 21}]}`)
+	bad := writeText(t, dir, "bad.json", `{"format": "belay.eval/v1", "suite": "suite", "scenarios": [{"name": "a", "runs": 20, "passes": 21}]}`)
 	_, err = run(t, "eval", suite, "--detect", "0.1", "--baseline", bad, "--no-progress", "--store", "memory://")
 	wantCode(t, err, 2, "passes 21, runs 20: need 0 ≤ passes ≤ runs")
 }
