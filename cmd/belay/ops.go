@@ -74,7 +74,7 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	}
 	st, err := open.Open(ctx, url)
 	switch {
-	case errors.Is(err, open.ErrScheme):
+	case errors.Is(err, open.ErrScheme), errors.Is(err, open.ErrURL):
 		return badInput(fmt.Errorf("%s: %w", named, err))
 	case err != nil:
 		return exit(1, fmt.Errorf("open store %s: %w", redactedURL(url), err))

@@ -591,6 +591,14 @@ func TestStoreURLErrors(t *testing.T) {
 	if !errors.Is(err, open.ErrScheme) {
 		t.Errorf("err %v, want open.ErrScheme", err)
 	}
+	// A URL that names no store is bad input too.
+	for _, url := range []string{"sqlite://", "memory://x"} {
+		_, _, err = belay(t, url, "runs")
+		wantCode(t, err, 2, "store/open: ")
+		if !errors.Is(err, open.ErrURL) {
+			t.Errorf("%s: err %v, want open.ErrURL", url, err)
+		}
+	}
 	// A missing SQLite file is not created: a kill written there would
 	// reach no gateway.
 	missing := filepath.Join(t.TempDir(), "absent.db")

@@ -98,7 +98,7 @@ fresh machine.`,
 				if ce, ok := errors.AsType[*gateway.ConfigError](err); ok {
 					return badInput(ce)
 				}
-				if errors.Is(err, open.ErrScheme) { // --store or the config's store: bad input, as for belay runs
+				if errors.Is(err, open.ErrScheme) || errors.Is(err, open.ErrURL) { // --store or the config's store: bad input, as for belay runs
 					return badInput(err)
 				}
 				return exit(1, err)

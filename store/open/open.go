@@ -19,6 +19,16 @@ import (
 // ErrScheme is returned for a URL whose scheme is not supported.
 var ErrScheme = errors.New("store/open: unsupported store URL scheme")
 
+// ErrURL is matched (errors.Is) by the errors of a URL that names no
+// store: empty, sqlite:// without a file, memory:// with a path.
+var ErrURL = errors.New("store/open: the store URL names no store")
+
+// urlError is a URL's fault, in its own words, matching ErrURL.
+type urlError string
+
+func (e urlError) Error() string { return string(e) }
+func (e urlError) Unwrap() error { return ErrURL }
+
 // Open opens the store named by url:
 //
 //   - sqlite://belay.db (relative to the working directory),
@@ -47,14 +57,14 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 	switch strings.ToLower(scheme) {
 	case "sqlite", "sqlite3", "file":
 		if rest == "" {
-			return nil, fmt.Errorf("store/open: %q names no file", url)
+			return nil, urlError(fmt.Sprintf("store/open: %q names no file", url))
 		}
 		return openSQLite(ctx, rest)
 	case "postgres", "postgresql":
 		return postgres.Open(ctx, url)
 	case "memory":
 		if rest != "" {
-			return nil, fmt.Errorf("store/open: %q: the in-memory store takes no path (memory://)", url)
+			return nil, urlError(fmt.Sprintf("store/open: %q: the in-memory store takes no path (memory://)", url))
 		}
 		return memstore.New(), nil
 	}
@@ -64,7 +74,7 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 
 func openSQLite(ctx context.Context, path string) (store.Store, error) {
 	if path == "" {
-		return nil, errors.New("store/open: empty store URL")
+		return nil, urlError("store/open: empty store URL")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store/open: cannot create the directory of the store file %s: %w", path, err)
