@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -13,11 +14,10 @@ import (
 	"github.com/belay-run/belay/transport"
 )
 
-// An open gateway (no tenants): every call's tenant is "default". A run
-// Transport.StartRun starts for another tenant is one its calls can never
-// reach (403 "belongs to another tenant"); StartRun's doc promises an
-// error when spec.Tenant is not the tenant of the calls, and Stack.StartRun
-// refuses a tenant that is not one of the config's when it has tenants.
+// On an open gateway (no tenants) every call's tenant is "default": a run
+// StartRun would start for another tenant is one no call could reach
+// (403 "belongs to another tenant"), so StartRun refuses it, or the run it
+// returns takes the calls (adversarial review).
 func TestOpenGatewayStartRunForeignTenant_adv25(t *testing.T) {
 	ctx := context.Background()
 	tr, err := transport.Open(ctx, nil, transport.Options{})
@@ -36,10 +36,10 @@ func TestOpenGatewayStartRunForeignTenant_adv25(t *testing.T) {
 	}
 }
 
-// StartRun accepts a spec.ID that the gateway refuses as X-Belay-Run-Id
-// (a space; more than 128 characters): the run is started and stored, but
-// every call WithRunID(r.ID()) makes is refused 400 before it reaches the
-// run, so its limits bound nothing and it stays running until idle.
+// A spec.ID the gateway would refuse as X-Belay-Run-Id (a space, a slash,
+// more than 128 characters) is refused by StartRun, or the run it returns
+// takes the calls: no run is started that every call naming it misses
+// (adversarial review: such runs stayed running, their limits unused).
 func TestStartRunIDTheGatewayRefuses_adv25(t *testing.T) {
 	ctx := context.Background()
 	tr, err := transport.Open(ctx, nil, transport.Options{})
@@ -49,7 +49,7 @@ func TestStartRunIDTheGatewayRefuses_adv25(t *testing.T) {
 	defer tr.Close(ctx)
 	oc := openai.NewClient(ooption.WithHTTPClient(&http.Client{Transport: tr}), ooption.WithAPIKey("x"), ooption.WithMaxRetries(0))
 	chat := openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}}
-	for _, id := range []string{"order 42", "run/1", string(make([]byte, 0)) + "x" + string(bytesOf('a', 140))} {
+	for _, id := range []string{"order 42", "run/1", strings.Repeat("a", 141)} {
 		r, err := tr.StartRun(ctx, run.Spec{ID: id, Limits: store.Limits{MaxTurns: 3}})
 		if err != nil {
 			continue // refused at start: fine
@@ -58,12 +58,4 @@ func TestStartRunIDTheGatewayRefuses_adv25(t *testing.T) {
 			t.Errorf("StartRun(ID %.20q…) returned a run with no error, but its first call fails: %v", id, err)
 		}
 	}
-}
-
-func bytesOf(b byte, n int) []byte {
-	s := make([]byte, n)
-	for i := range s {
-		s[i] = b
-	}
-	return s
 }
