@@ -58,7 +58,7 @@ func clientGone(err error) *failure.Error {
 
 // ownErrors are the gateway's own causes, whose text is fit for a client
 // (besides a *timeoutError, which describe names first).
-var ownErrors = []error{errNotStream, errUpstreamTooLarge, errNoSim}
+var ownErrors = []error{errNotStream, errStreamNotAsked, errUpstreamTooLarge, errNoSim}
 
 // publicFailure returns fe with a message fit for a client. A failure
 // built from a Go error (a network error, whose text names the upstream

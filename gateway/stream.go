@@ -19,6 +19,10 @@ import (
 
 var errNotStream = errors.New("upstream answered a stream request without an event stream")
 
+// errStreamNotAsked is the failure of an upstream that answers a request
+// without "stream": true with an event stream.
+var errStreamNotAsked = errors.New("upstream answered a request that asked for no stream with an event stream (text/event-stream)")
+
 // attemptStream is the streaming attempt on deployment d.
 //
 // It holds the stream's first events (message_start, role chunks, pings)
