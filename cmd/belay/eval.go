@@ -68,7 +68,11 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 				opt.Seed = &seed
 			}
 			if cmd.Flags().Changed("detect") {
-				n, err := detectRuns(out, s, baseline, detect)
+				dw := out
+				if quiet && runDetected { // the table is the answer only when nothing runs
+					dw = io.Discard
+				}
+				n, err := detectRuns(dw, s, baseline, detect)
 				if err != nil {
 					return badInput(err)
 				}
@@ -135,7 +139,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 	f.StringVar(&jsonOut, "json", "", "write the JSON report (the baseline format for belay gate) to FILE")
 	f.StringVar(&junit, "junit", "", "write JUnit XML to FILE")
 	f.StringVar(&markdown, "markdown", "", "write a Markdown summary to FILE")
-	f.Float64Var(&detect, "detect", 0, "print the runs per scenario needed to detect a drop of this size, in (0, 1) (e.g. 0.05), with 80% power at one-sided α=0.05")
+	f.Float64Var(&detect, "detect", 0, "print the runs per scenario needed to detect a drop of this size, in (0, 1) (e.g. 0.05), with 80% power at the level belay gate first tests a scenario at (its share of one-sided α=0.05), and exit")
 	f.StringVar(&baseline, "baseline", "", "with --detect: the baseline report whose pass rates the drop is measured from")
 	f.BoolVar(&runDetected, "run-detected", false, "with --detect: run the suite with that many runs per scenario")
 	f.BoolVar(&quiet, "quiet", false, "print nothing but errors")
