@@ -206,6 +206,7 @@ func runsCmd() *cobra.Command {
 	var (
 		f      store.RunFilter
 		status string
+		since  string
 		asJSON bool
 	)
 	c := &cobra.Command{
@@ -221,6 +222,13 @@ func runsCmd() *cobra.Command {
 			}
 			if f.Limit < 1 {
 				return badInput(fmt.Errorf("--limit %d: must be ≥ 1", f.Limit))
+			}
+			if since != "" {
+				age, err := parseAge(since)
+				if err != nil {
+					return badInput(fmt.Errorf("--since %q: %w", since, err))
+				}
+				f.Since = time.Now().Add(-age)
 			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {
 				want := f.Limit
@@ -252,6 +260,7 @@ func runsCmd() *cobra.Command {
 	fl.StringVar(&f.Tenant, "tenant", "", "only this tenant's runs")
 	fl.StringVar(&status, "status", "", "only runs in this status: running, succeeded, failed, stopped")
 	fl.IntVar(&f.Limit, "limit", 50, "at most this many runs")
+	fl.StringVar(&since, "since", "", "only runs started within this long ago: a duration (90m, 2h) or days (7d)")
 	fl.BoolVar(&asJSON, "json", false, "print the run records as JSON")
 	c.AddCommand(pruneCmd())
 	return c

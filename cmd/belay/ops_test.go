@@ -171,6 +171,18 @@ func TestRuns(t *testing.T) {
 	_, _, err = belay(t, url, "runs", "--status", "exploded")
 	wantCode(t, err, 2, "want running, succeeded, failed or stopped")
 
+	// --since: r2 started a minute after r1.
+	out, _, err = belay(t, url, "runs", "--since", time.Since(t0.Add(30*time.Second)).Round(time.Second).String())
+	wantCode(t, err, 0, "")
+	if strings.Contains(out, "r1  ") || !strings.Contains(out, "r2  ") {
+		t.Errorf("--since, after r1's start:\n%s", out)
+	}
+	out, _, err = belay(t, url, "runs", "--since", "36500d")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "r1  ", "r2  ")
+	_, _, err = belay(t, url, "runs", "--since", "yesterday")
+	wantCode(t, err, 2, `--since "yesterday": want a duration (720h) or a whole number of days (30d)`)
+
 	// A list cut at --limit says so; one that is whole does not.
 	out, errOut, err := belay(t, url, "runs", "--limit", "1")
 	wantCode(t, err, 0, "")
