@@ -221,12 +221,12 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		// Irreversible tools wait in the stored queue for a person:
 		// `belay approvals approve ID`, or POST /admin/approvals/ID/approve.
 		log := st.log
-		approver = run.QueueApprover{Approvals: st.Store, Notify: func(a store.Approval) {
+		approver = run.QueueApprover{Approvals: st.Store, Notify: func(a store.Approval, until time.Time) {
 			// Without it the agent only seemed to hang (newcomer finding).
 			log.LogAttrs(context.Background(), slog.LevelWarn, "tool call waits for an approval",
 				slog.String("approval", a.ID), slog.String("run", a.RunID), slog.String("tool", a.Tool),
 				slog.String("decide", "belay approvals approve|deny "+a.ID+" (or POST /admin/approvals/"+a.ID+"/approve)"),
-				slog.Duration("expires_in", run.DefaultApprovalTimeout))
+				slog.Duration("expires_in", time.Until(until).Round(time.Second)))
 		}}
 	}
 	st.Runs, err = run.NewManager(run.Config{

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 )
 
@@ -42,8 +43,10 @@ type QueueApprover struct {
 	// Poll is the interval between reads of the request; default 1s.
 	Poll time.Duration
 	// Notify, when set, is called once per request before waiting (to page
-	// someone); it must not block for long.
-	Notify func(store.Approval)
+	// someone), with the time the wait ends: Timeout from now, or the
+	// end of Decide's context when that comes first (a run's deadline).
+	// It must not block for long.
+	Notify func(a store.Approval, until time.Time)
 }
 
 // Decide polls a.ID until it is decided, Timeout passes (expired, by
@@ -57,7 +60,11 @@ func (q QueueApprover) Decide(ctx context.Context, a store.Approval) (store.Appr
 		poll = DefaultApprovalPoll
 	}
 	if q.Notify != nil {
-		q.Notify(a)
+		until := time.Now().Add(timeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
+			until = dl
+		}
+		q.Notify(a, until)
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -293,10 +300,22 @@ func (r *Run) approve(ctx context.Context, call ToolCall) (store.Approval, error
 		return a, fmt.Errorf("run: store approval request: %w", err)
 	}
 	state, by, note := store.ApprovalDenied, "belay:policy", "no approver configured"
+	var waitEnd error // the run's own end of the wait (its deadline)
 	if r.m.cfg.Approver != nil {
+		// The wait ends at the run's deadline too, which the approver
+		// sees as its context's (QueueApprover tells Notify so).
+		dctx := ctx
+		if !r.deadline.IsZero() {
+			var cancel context.CancelFunc
+			dctx, cancel = context.WithDeadlineCause(ctx, r.deadline, r.deadlineFailure())
+			defer cancel()
+		}
 		var err error
-		state, by, err = r.m.cfg.Approver.Decide(ctx, a)
+		state, by, err = r.m.cfg.Approver.Decide(dctx, a)
 		note = ""
+		if fe := failure.As(context.Cause(dctx)); err != nil && dctx.Err() != nil && fe != nil {
+			waitEnd = fe
+		}
 		switch {
 		case err != nil:
 			state, by, note = store.ApprovalExpired, "belay", "approval wait ended: "+err.Error()
@@ -322,5 +341,8 @@ func (r *Run) approve(ctx context.Context, call ToolCall) (store.Approval, error
 		return a, fmt.Errorf("run: record approval decision: %w", err)
 	}
 	r.event("approval", map[string]any{"id": got.ID, "tool": got.Tool, "state": string(got.State), "by": got.DecidedBy})
+	if waitEnd != nil && got.State != store.ApprovalApproved {
+		return got, waitEnd
+	}
 	return got, nil
 }

@@ -83,7 +83,8 @@ func approvalWaitIsLogged(t *testing.T) {
 	out := logs.String()
 	mu.Unlock()
 	for _, want := range []string{"level=WARN", `msg="tool call waits for an approval"`, "approval=" + id, "run=" + r.ID(), "tool=refund",
-		"belay approvals approve|deny " + id} {
+		"belay approvals approve|deny " + id,
+		"expires_in=5m0s"} { // the run's deadline (the default 5 minutes) comes before the approval's 10
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
