@@ -2,7 +2,9 @@ package sim
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -97,8 +99,10 @@ func (b *instanceBuilder) instance(s map[string]any, depth int) any {
 	case "object":
 		out := map[string]any{}
 		props, _ := s["properties"].(map[string]any)
-		for name, p := range props {
-			if ps, ok := p.(map[string]any); ok && b.take(len(name)) {
+		// In name order, so that the same schema gives the same answer
+		// when the budget runs out part way (the map's order is random).
+		for _, name := range slices.Sorted(maps.Keys(props)) {
+			if ps, ok := props[name].(map[string]any); ok && b.take(len(name)) {
 				out[name] = b.instance(ps, depth+1)
 			}
 		}

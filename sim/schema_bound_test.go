@@ -44,3 +44,25 @@ func TestInstanceOfMinimumsWithinBudget(t *testing.T) {
 		t.Fatalf("instance = %s", out)
 	}
 }
+
+// The same schema gives the same answer when the budget runs out part way
+// through an object (adversarial review: which properties were kept
+// followed Go's random map order).
+func TestInstanceOfDeterministicAtTheBound(t *testing.T) {
+	big := map[string]any{"type": "array", "minItems": 4096, "items": map[string]any{"type": "string", "minLength": 100}}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "properties": map[string]any{
+		"alpha": big, "beta": big, "gamma": big, "delta": big}})
+	first := string(instanceOf(schema))
+	for i := range 50 {
+		if got := string(instanceOf(schema)); got != first {
+			t.Fatalf("call %d: answer differs from the first (%d vs %d bytes)", i, len(got), len(first))
+		}
+	}
+	var v map[string][]string
+	if err := json.Unmarshal([]byte(first), &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v["alpha"]) == 0 || len(v["gamma"]) != 0 { // name order: alpha, beta, delta, gamma
+		t.Fatalf("kept alpha %d, beta %d, delta %d, gamma %d items", len(v["alpha"]), len(v["beta"]), len(v["delta"]), len(v["gamma"]))
+	}
+}
