@@ -495,6 +495,9 @@ func TestStderrTail(t *testing.T) {
 			"Error: Cannot find module '/tmp/agentx.mjs' ⏎ … ⏎ requireStack: [] ⏎ } ⏎ Node.js v20.20.2"},
 		{"panic: runtime error: index out of range [3] with length 3\n\ngoroutine 1 [running]:\nmain.main()\n\t/tmp/a.go:5 +0x1d\nexit status 2\n",
 			"panic: runtime error: index out of range [3] with length 3 ⏎ … ⏎ main.main() ⏎ /tmp/a.go:5 +0x1d ⏎ exit status 2"},
+		// An error logged and got past, then a panic: the panic leads.
+		{"Error: upstream 429, retrying in 1s\nok now\npanic: nil map\n\ngoroutine 1 [running]:\nmain.main()\n\t/tmp/a.go:5 +0x1d\nexit status 2\n",
+			"panic: nil map ⏎ … ⏎ main.main() ⏎ /tmp/a.go:5 +0x1d ⏎ exit status 2"},
 		// Python's last line is its message already; nothing leads.
 		{"Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: bad", "Traceback (most recent call last): ⏎ File \"a.py\", line 1 ⏎ ValueError: bad"},
 	} {

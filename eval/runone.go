@@ -198,8 +198,8 @@ var errorHead = regexp.MustCompile(`^(panic: |fatal error: |Traceback |[\w.$]*(E
 
 // stderrTail returns the last stderrTailLines non-blank lines of b joined
 // by " ⏎ ", cut to its last stderrTailBytes bytes; "" when b has none.
-// When the first line that starts a crash report (errorHead) comes before
-// them, it leads, cut to stderrTailBytes, then " ⏎ … ⏎ ": a Node or Go
+// When a line that starts a crash report (errorHead) comes before them,
+// the last such line leads, cut to stderrTailBytes, then " ⏎ … ⏎ ": a Node or Go
 // crash ends in its stack, far from its message (newcomer finding: only
 // "requireStack: [] ⏎ } ⏎ Node.js v20" was quoted).
 func stderrTail(b []byte) string {
@@ -211,9 +211,12 @@ func stderrTail(b []byte) string {
 	}
 	head := ""
 	if len(lines) > stderrTailLines {
-		for _, l := range lines[:len(lines)-stderrTailLines] {
-			if errorHead.MatchString(l) {
-				head = l
+		// The last such line: an error the agent logged and got past
+		// comes before the one it died of (adversarial review).
+		before := lines[:len(lines)-stderrTailLines]
+		for i := len(before) - 1; i >= 0; i-- {
+			if errorHead.MatchString(before[i]) {
+				head = before[i]
 				if len(head) > stderrTailBytes {
 					head = strings.ToValidUTF8(head[:stderrTailBytes], "") + "…"
 				}
