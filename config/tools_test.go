@@ -26,3 +26,18 @@ func TestToolPatterns(t *testing.T) {
 		}
 	}
 }
+
+// The config takes the store URLs store/open opens, scheme in any case.
+func TestStoreSchemesAsOpenReadsThem(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	for _, u := range []string{"memory://", "MEMORY://", "SQLITE://b.db", "sqlite3://b.db", "file://b.db", "PostgreSQL://h/db"} {
+		if _, err := Parse([]byte("store: \""+u+"\"\n"), "belay.yaml", env); err != nil {
+			t.Errorf("store %s: %v", u, err)
+		}
+	}
+	for _, u := range []string{"memory://x", "mysql://h/db"} {
+		if _, err := Parse([]byte("store: \""+u+"\"\n"), "belay.yaml", env); err == nil {
+			t.Errorf("store %s loaded", u)
+		}
+	}
+}

@@ -92,8 +92,8 @@ func validStoreURL(s string) error {
 	if !ok {
 		return bad("store", "%q is not a store URL; want sqlite://PATH, postgres://... or memory://", s)
 	}
-	switch scheme {
-	case "sqlite", "postgres", "postgresql":
+	switch strings.ToLower(scheme) { // as store/open reads it
+	case "sqlite", "sqlite3", "file", "postgres", "postgresql":
 		return nil
 	case "memory":
 		if rest != "" {

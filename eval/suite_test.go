@@ -132,7 +132,7 @@ func TestLoadSuiteErrors(t *testing.T) {
 			"status: done", "scenarios.0.expect.status", `"done" is not a run status`},
 		// A golden name golden save refuses could never be saved (adversary finding).
 		{"golden name with a space", strings.Replace(goodSuite, "      status: succeeded", "      status: succeeded\n      golden: 'happy path'", 1),
-			"happy path", "scenarios.0.expect.golden", "without spaces or control characters"},
+			"happy path", "scenarios.0.expect.golden", "without spaces, control or invisible characters"},
 		{"golden required without a golden", strings.Replace(goodSuite, "      status: succeeded", "      status: succeeded\n      golden_required: true", 1),
 			"golden_required", "scenarios.0.expect.golden_required", "names no golden"},
 		{"bad duration", strings.Replace(goodSuite, "name: demo", "name: demo\ntimeout: soon", 1),

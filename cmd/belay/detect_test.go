@@ -31,6 +31,9 @@ func TestDetectRefusesAnotherSuitesBaseline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	none := writeText(t, dir, "none.json", `{"format": "belay.eval/v1", "suite": "mine", "scenarios": [{"name": "gamma", "runs": 20, "passes": 18}]}`)
+	_, err = run(t, "eval", suite, "--detect", "0.1", "--baseline", none, "--run-detected", "--store", "memory://")
+	wantCode(t, err, 2, "has none of mine's scenarios: nothing to detect a drop from")
 	wantLines(t, out, "beta                             not in the baseline: belay gate does not compare it",
 		"belay gate tests a scenario of these 1 at one-sided α=0.05", "alpha                            baseline 0.900:")
 }

@@ -221,6 +221,9 @@ func detectRuns(w io.Writer, s *eval.Suite, baseline string, drop float64) (int,
 	// at: a drop in one scenario of several is tested at its share of
 	// α=0.05, not at 0.05 (an adversarial review: runs advised at 0.05
 	// caught a 10-point drop in one of four scenarios half the time).
+	if len(compared) == 0 {
+		return 0, fmt.Errorf("--baseline %s has none of %s's scenarios: nothing to detect a drop from", baseline, s.Name)
+	}
 	alpha := gate.Config{}.ScenarioAlpha(len(compared))
 	most := 0
 	fmt.Fprintf(w, "runs per scenario to detect a drop of %.3f in one scenario (80%% power; belay gate tests a scenario "+

@@ -32,9 +32,9 @@ func TestGoldenSaveRefuses(t *testing.T) {
 	_, _, err = belay(t, url, "trace", "golden", "show", "half")
 	wantCode(t, err, 1, "golden half not found")
 
-	for _, name := range []string{"refund path", "tab\tname", "new\nline"} {
+	for _, name := range []string{"refund path", "tab\tname", "new\nline", "zero\u200bwidth", "rtl\u202eoverride"} {
 		_, _, err = belay(t, url, "trace", "golden", "save", "r1", name)
-		wantCode(t, err, 2, "want 1 to 200 bytes of UTF-8 without spaces or control characters")
+		wantCode(t, err, 2, "want 1 to 200 bytes of UTF-8 without spaces, control or invisible characters")
 	}
 	_, _, err = belay(t, url, "trace", "golden", "save", "r1", "refunds/path-1.v2")
 	wantCode(t, err, 0, "")

@@ -228,6 +228,9 @@ func runsCmd() *cobra.Command {
 				if err != nil {
 					return badInput(fmt.Errorf("--since %q: %w", since, err))
 				}
+				if age <= 0 {
+					return badInput(fmt.Errorf("--since %s: want a time > 0 (leave --since out for every run)", since))
+				}
 				f.Since = time.Now().Add(-age)
 			}
 			return withStore(cmd, func(ctx context.Context, st store.Store) error {

@@ -180,6 +180,8 @@ func TestRuns(t *testing.T) {
 	out, _, err = belay(t, url, "runs", "--since", "36500d")
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "r1  ", "r2  ")
+	_, _, err = belay(t, url, "runs", "--since", "0")
+	wantCode(t, err, 2, "--since 0: want a time > 0")
 	_, _, err = belay(t, url, "runs", "--since", "yesterday")
 	wantCode(t, err, 2, `--since "yesterday": want a duration (720h) or a whole number of days (30d)`)
 

@@ -60,6 +60,10 @@ fresh machine.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: note: tools.irreversible (%s) holds tools run through belay (Go agents' Run.Tool, belay eval); "+
 					"the gateway relays a model's tool calls to its client, which runs them without an approval from belay\n", strings.Join(cfg.Tools.Irreversible, ", "))
 			}
+			if len(cfg.Tools.ReadOnly) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: note: tools.read_only (%s) applies to tools run through belay (Go agents' Run.Tool, belay eval); "+
+					"the gateway relays a model's tool calls to its client, which runs them itself\n", strings.Join(cfg.Tools.ReadOnly, ", "))
+			}
 			if file != "" && cfg.ModelsDefaulted {
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: warning: %s has no models: the built-in simulator answers %s; "+
 					"add a models: section to call real providers\n", file, strings.Join(aliases(cfg), " and "))

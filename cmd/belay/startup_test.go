@@ -46,10 +46,13 @@ func TestMissingStoreHint(t *testing.T) {
 // A gateway config with tools.irreversible gets a note at start: the
 // gateway relays tool calls, it does not hold them (newcomer finding).
 func TestServeNotesToolsAreNotGatewayGuards(t *testing.T) {
-	cfg := writeText(t, t.TempDir(), "tools.yaml", "listen: 127.0.0.1:0\ntools: {irreversible: [issue_refund, \"delete_*\"]}\n")
+	cfg := writeText(t, t.TempDir(), "tools.yaml", "listen: 127.0.0.1:0\ntools: {irreversible: [issue_refund, \"delete_*\"], read_only: [\"get_*\"]}\n")
 	_, stderr, err := belayArgs(t, "serve", "--config", cfg, "--store", "foo://x") // fails after the notes, before serving
 	wantCode(t, err, 2, `unsupported store URL scheme "foo://"`)
-	if want := "note: tools.irreversible (issue_refund, delete_*) holds tools run through belay"; !strings.Contains(stderr, want) {
-		t.Errorf("stderr = %q, want %q", stderr, want)
+	for _, want := range []string{"note: tools.irreversible (issue_refund, delete_*) holds tools run through belay",
+		"note: tools.read_only (get_*) applies to tools run through belay"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr = %q, want %q", stderr, want)
+		}
 	}
 }
