@@ -112,6 +112,23 @@ func (t tenants) identify(r *http.Request) (config.Tenant, *failure.Error) {
 		}
 		return config.Tenant{}, refusal(failure.Authentication, "missing API key: send the belay virtual key as Authorization: Bearer KEY or x-api-key: KEY")
 	}
+	found := t.find(key)
+	if found < 0 {
+		return config.Tenant{}, refusal(failure.Authentication, "invalid API key: not a belay virtual key (one of the tenants[].key values of the gateway's config, not a provider's key)")
+	}
+	// A request carrying two tenants' keys (Authorization and x-api-key)
+	// is refused rather than billed to one of them.
+	if other := strings.Trim(r.Header.Get("X-Api-Key"), " \t"); other != "" && other != key {
+		if j := t.find(other); j >= 0 && t.list[j].tenant.Name != t.list[found].tenant.Name {
+			return config.Tenant{}, refusal(failure.Authentication, "two tenants' virtual keys: Authorization and x-api-key name different tenants; send one key")
+		}
+	}
+	return t.list[found].tenant, nil
+}
+
+// find returns the index in t.list of the tenant whose key is key, -1
+// when none: every key is compared, in constant time.
+func (t tenants) find(key string) int {
 	sum := sha256.Sum256([]byte(key))
 	found := -1
 	for i, k := range t.list {
@@ -119,10 +136,7 @@ func (t tenants) identify(r *http.Request) (config.Tenant, *failure.Error) {
 			found = i
 		}
 	}
-	if found < 0 {
-		return config.Tenant{}, refusal(failure.Authentication, "invalid API key: not a belay virtual key (one of the tenants[].key values of the gateway's config, not a provider's key)")
-	}
-	return t.list[found].tenant, nil
+	return found
 }
 
 // requestKey returns the key of r: the credentials of Authorization when
