@@ -162,7 +162,7 @@ func (c *Config) validateModels() error {
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return bad(df+".base_url", "%q is not an http(s) URL or %s", d.BaseURL, SimBaseURL)
 			}
-			if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(d.BaseURL, "#") {
+			if u.RawQuery != "" || u.ForceQuery || strings.Contains(d.BaseURL, "#") { // "#" alone leaves u.Fragment empty
 				return bad(df+".base_url", "%q has a query or a fragment: belay adds the API's path to base_url (BASE/chat/completions, BASE/v1/messages), "+
 					"which would land after it; give the URL without ?… or #… (Azure OpenAI: its v1 API, https://RESOURCE.openai.azure.com/openai/v1)", d.BaseURL)
 			}

@@ -62,7 +62,7 @@ func ClassifyResponse(d Dialect, status int, h http.Header, body []byte) *Error 
 // pointed (Location), since belay does not follow a provider's redirect.
 func ClassifyResponseAt(now time.Time, d Dialect, status int, h http.Header, body []byte) *Error {
 	success := status >= 200 && status < 300
-	if success && isEventStream(h) {
+	if success && IsEventStream(h) {
 		return classifyStreamResponse(now, d, status, h, body)
 	}
 	var w wireError
@@ -175,7 +175,9 @@ func applyHeaders(e *Error, h http.Header, now time.Time) {
 	}
 }
 
-func isEventStream(h http.Header) bool {
+// IsEventStream reports whether h's Content-Type is an event stream
+// (text/event-stream, in any case, with or without parameters).
+func IsEventStream(h http.Header) bool {
 	ct := strings.ToLower(strings.TrimSpace(headerValue(h, "content-type")))
 	return strings.HasPrefix(ct, "text/event-stream")
 }
@@ -204,7 +206,7 @@ func ClassifyHTTPAt(now time.Time, d Dialect, resp *http.Response) (*Error, []by
 		return nil, nil, errNilResponse
 	}
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if success && isEventStream(resp.Header) {
+	if success && IsEventStream(resp.Header) {
 		return nil, nil, nil
 	}
 	var head []byte

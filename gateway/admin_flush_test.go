@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/open"
 )
 
 // The answer goes out before the call is settled, and SQLite commits the
@@ -26,7 +27,7 @@ func TestAdminReadRightAfterTheAnswer(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, benchAnswer)
 	})
-	st, err := gateway.OpenStore(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "belay.db"))
+	st, err := open.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "belay.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

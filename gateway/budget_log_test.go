@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/open"
 )
 
 // The detail of a budget refusal's log line says which limit was hit and
@@ -24,7 +25,7 @@ func TestBudgetRefusalLogDetail(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, regress6OK)
 	})
-	st, err := gateway.OpenStore(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "belay.db"))
+	st, err := open.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "belay.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

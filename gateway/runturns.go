@@ -153,18 +153,18 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 	}
 	out := cmp.Or(a.MaxOutputTokens, DefaultReserveOutputTokens)
 	first := a.Chain[0]
-	field := "" // a call that set no output limit gets the hint below instead
-	if a.MaxOutputTokens != 0 {
-		field = cmp.Or(a.OutputLimitField, "max_tokens")
+	field := cmp.Or(a.OutputLimitField, "max_tokens")
+	named := field // the refusal's own advice; a call that set no output limit gets the hint below instead
+	if a.MaxOutputTokens == 0 {
+		named = ""
 	}
 	adm, err := r.Admit(ctx, run.Step{Kind: run.KindModel, Provider: first.Provider, Model: first.Model,
-		Alias: a.Alias, API: a.API, PromptTokens: a.PromptTokens, MaxOutputTokens: out, OutputLimitField: field,
+		Alias: a.Alias, API: a.API, PromptTokens: a.PromptTokens, MaxOutputTokens: out, OutputLimitField: named,
 		EstimatedCost: t.reserve(a.Chain, a.PromptTokens, out, a.CacheWrites, a.calls())})
 	if fe := failure.As(err); fe != nil {
 		switch {
 		case fe.Reason == failure.BudgetExceeded && a.MaxOutputTokens == 0:
 			// Most of such an estimate is the default output reservation.
-			field := cmp.Or(a.OutputLimitField, "max_tokens")
 			fe = withHint(fe, fmt.Sprintf(" (a call without %s reserves %d output tokens; set %s to reserve less)", field, DefaultReserveOutputTokens, field))
 		case fe.Reason == failure.RunEnded && r.Single():
 			// A client that sent back the run id the gateway made for

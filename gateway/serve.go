@@ -178,7 +178,7 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		st.log = slog.Default()
 	}
 	if st.Store == nil {
-		s, err := OpenStore(ctx, cfg.Store)
+		s, err := open.Open(ctx, cfg.Store)
 		if err != nil {
 			return nil, err
 		}
@@ -402,14 +402,6 @@ func Serve(ctx context.Context, cfg *config.Config, listening func(net.Addr)) er
 	serr := st.Server.Serve(ctx, ln)
 	cerr := st.Close(context.WithoutCancel(ctx))
 	return errors.Join(serr, cerr)
-}
-
-// OpenStore opens the store named by url: sqlite://PATH (relative to the
-// working directory; the parent directory is created), postgres://URL, or
-// memory:// (an in-memory store, for tests and demos: see InMemoryStore).
-// See store/open, whose errors it returns.
-func OpenStore(ctx context.Context, url string) (store.Store, error) {
-	return open.Open(ctx, url)
 }
 
 // InMemoryStore reports whether url names the in-memory store

@@ -61,7 +61,7 @@ func (c *call) attemptStream(ctx context.Context, wd *watchdog, d *route.Deploym
 		return fe
 	case rerr != nil:
 		return attemptError(ctx, rerr)
-	case !strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream"):
+	case !failure.IsEventStream(resp.Header):
 		return failure.Wrap(failure.ServerError, errNotStream)
 	}
 

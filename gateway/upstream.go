@@ -222,13 +222,12 @@ func (c *call) attemptOnce(ctx context.Context, wd *watchdog, d *route.Deploymen
 	c.errorStatus = !c.reading2xx
 	idle := c.s.timeoutsOf(d.Name).Idle.D()
 	wd.arm(idle, errIdle)
-	if c.reading2xx && strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream") {
+	if c.reading2xx && failure.IsEventStream(resp.Header) {
 		// Not an answer belay can read as one, nor a cut stream
 		// (adversarial review: it was called a stream ended before its
-		// terminator). The upstream may have made the output: charged
-		// as a cut answer, estimated.
-		// Degraded: the same deployment would answer alike, so the
-		// chain falls back without retrying it.
+		// terminator). The upstream may have made the output: charged as
+		// a cut answer, estimated. Degraded: the same deployment would
+		// answer alike, so the chain falls back without retrying it.
 		c.chargeCut(d)
 		return &failure.Error{Kind: failure.Degraded, Reason: failure.ServerError, Status: resp.StatusCode, Deployment: d.Name,
 			Message: "upstream deployment " + d.Name + ": " + errStreamNotAsked.Error(), Cause: errStreamNotAsked}

@@ -258,7 +258,8 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 	}
 	st, owner, lease := r.m.st, r.m.owner, r.m.cfg.IdempotencyLease
 	pol := r.m.cfg.Policy
-	if (call.ReadOnly || pol.IsReadOnly(call.Name)) && !pol.NeedsApproval(call.Name) {
+	approval := pol.NeedsApproval(call.Name)
+	if (call.ReadOnly || pol.IsReadOnly(call.Name)) && !approval {
 		call.ReadOnly, call.SafeToRepeat = true, true
 		attrs["belay.idempotency.state"] = "read_only"
 		attrs[trace.AttrToolOutcome] = trace.ToolExecuted
@@ -266,7 +267,7 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 	}
 	call.ReadOnly = false
 	attrs[trace.AttrIdempotency] = key
-	if pol.NeedsApproval(call.Name) {
+	if approval {
 		// A call whose effect already happened under its key only
 		// replays the stored result: no one is asked again.
 		if c, err := st.Lookup(ctx, key, r.m.now()); err == nil && c.State == store.ClaimCompleted {

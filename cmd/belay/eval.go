@@ -19,6 +19,7 @@ import (
 	"github.com/belay-run/belay/eval/stats"
 	refund "github.com/belay-run/belay/examples/refund-agent/agent"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/store/open"
 )
 
 func init() {
@@ -90,7 +91,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 			if w := cmd.ErrOrStderr(); !noBar && !quiet && isTerminal(w) {
 				opt.Progress = w // a bar redrawn in a log or a CI job's output is noise
 			}
-			st, err := gateway.OpenStore(ctx, storeURL)
+			st, err := open.Open(ctx, storeURL)
 			if err != nil {
 				return badInput(err)
 			}
@@ -217,13 +218,13 @@ func detectRuns(w io.Writer, s *eval.Suite, baseline string, drop float64) (int,
 		}
 		compared = append(compared, base.Scenarios[i])
 	}
+	if len(compared) == 0 {
+		return 0, fmt.Errorf("--baseline %s has none of %s's scenarios: nothing to detect a drop from", baseline, s.Name)
+	}
 	// The level the gate (belay gate's defaults) first tests a scenario
 	// at: a drop in one scenario of several is tested at its share of
 	// α=0.05, not at 0.05 (an adversarial review: runs advised at 0.05
 	// caught a 10-point drop in one of four scenarios half the time).
-	if len(compared) == 0 {
-		return 0, fmt.Errorf("--baseline %s has none of %s's scenarios: nothing to detect a drop from", baseline, s.Name)
-	}
 	alpha := gate.Config{}.ScenarioAlpha(len(compared))
 	most := 0
 	fmt.Fprintf(w, "runs per scenario to detect a drop of %.3f in one scenario (80%% power; belay gate tests a scenario "+

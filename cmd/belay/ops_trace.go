@@ -131,9 +131,6 @@ func printDiff(w io.Writer, a, b []byte, nameA, nameB string) error {
 	return exit(1, differError{fmt.Sprintf("traces of %s and %s differ in %d %s", nameA, nameB, len(d.Entries), steps)})
 }
 
-// checkGoldenName refuses a golden name a suite's expect.golden could not
-// name plainly: empty, longer than 200 bytes, or holding white space or
-// control characters.
 func goldenCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "golden",
