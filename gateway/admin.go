@@ -145,7 +145,7 @@ func notFound(r *http.Request, tenants bool) string {
 
 func (s *Server) adminRuns(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := store.RunFilter{Tenant: q.Get("tenant"), Status: store.RunStatus(q.Get("status"))}
+	f := store.RunFilter{Tenant: q.Get("tenant"), Agent: q.Get("agent"), Status: store.RunStatus(q.Get("status"))}
 	switch f.Status {
 	case "", store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunStopped:
 	default:

@@ -41,7 +41,7 @@ func TestAdminAPI(t *testing.T) {
 	ctx := context.Background()
 	c := h.openai()
 	if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: userMsg("hi")},
-		ooption.WithHeader("X-Belay-Run-Id", "adm-run")); err != nil {
+		ooption.WithHeader("X-Belay-Run-Id", "adm-run"), ooption.WithHeader("X-Belay-Agent", "support")); err != nil {
 		t.Fatal(err)
 	}
 	h.quiesce()
@@ -54,6 +54,12 @@ func TestAdminAPI(t *testing.T) {
 	st, m := h.admin("GET", "/admin/runs", "", "adm-key")
 	if runs, _ := m["runs"].([]any); st != 200 || len(runs) != 1 {
 		t.Fatalf("runs: %d %v", st, m)
+	}
+	for agent, want := range map[string]int{"support": 1, "billing": 0} {
+		st, m := h.admin("GET", "/admin/runs?agent="+agent, "", "adm-key")
+		if runs, _ := m["runs"].([]any); st != 200 || len(runs) != want {
+			t.Errorf("runs?agent=%s: %d %v; want %d runs", agent, st, m, want)
+		}
 	}
 	if err := h.stack.Recorder.Flush(ctx); err != nil {
 		t.Fatal(err)

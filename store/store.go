@@ -85,6 +85,7 @@ type Run struct {
 // come newest first; Limit 0 means 100.
 type RunFilter struct {
 	Tenant string
+	Agent  string // the run's Agent, exactly
 	Status RunStatus
 	Since  time.Time // runs started at or after it; zero: no bound
 	Before time.Time // runs started before it; zero: no bound

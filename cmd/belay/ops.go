@@ -261,6 +261,7 @@ func runsCmd() *cobra.Command {
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.Tenant, "tenant", "", "only this tenant's runs")
+	fl.StringVar(&f.Agent, "agent", "", "only this agent's runs (the X-Belay-Agent header, the suite's agent name)")
 	fl.StringVar(&status, "status", "", "only runs in this status: running, succeeded, failed, stopped")
 	fl.IntVar(&f.Limit, "limit", 50, "at most this many runs")
 	fl.StringVar(&since, "since", "", "only runs started within this long ago: a duration (90m, 2h) or days (7d)")

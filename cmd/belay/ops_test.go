@@ -168,6 +168,14 @@ func TestRuns(t *testing.T) {
 	if strings.Contains(out, "r1  ") || !strings.Contains(out, "r2  ") {
 		t.Errorf("--tenant globex:\n%s", out)
 	}
+	out, _, err = belay(t, url, "runs", "--agent", "support")
+	wantCode(t, err, 0, "")
+	wantLines(t, out, "r1  ", "r2  ")
+	out, _, err = belay(t, url, "runs", "--agent", "billing")
+	wantCode(t, err, 0, "")
+	if strings.Contains(out, "r1  ") || strings.Contains(out, "r2  ") {
+		t.Errorf("--agent billing:\n%s", out)
+	}
 	_, _, err = belay(t, url, "runs", "--status", "exploded")
 	wantCode(t, err, 2, "want running, succeeded, failed or stopped")
 

@@ -281,7 +281,8 @@ func (s *Store) ListRuns(_ context.Context, f store.RunFilter) ([]store.Run, err
 	}
 	var out []store.Run
 	for _, r := range s.runs {
-		if (f.Tenant == "" || r.Tenant == f.Tenant) && (f.Status == "" || r.Status == f.Status) &&
+		if (f.Tenant == "" || r.Tenant == f.Tenant) && (f.Agent == "" || r.Agent == f.Agent) &&
+			(f.Status == "" || r.Status == f.Status) &&
 			(f.Since.IsZero() || !r.Started.Before(f.Since)) && (f.Before.IsZero() || r.Started.Before(f.Before)) {
 			out = append(out, copyRun(r))
 		}

@@ -71,6 +71,9 @@ func testRunsList(t *testing.T, s store.Store) {
 	add := func(id, tenant string, started time.Duration, status store.RunStatus) {
 		r := sampleRun(id, tenant, at(started))
 		r.Status = status
+		if id == "b" || id == "c" {
+			r.Agent = "billing"
+		}
 		must(t, s.CreateRun(ctx, r))
 	}
 	add("a", "acme", 1*time.Second, store.RunSucceeded)
@@ -97,6 +100,8 @@ func testRunsList(t *testing.T, s store.Store) {
 		{"all newest first", store.RunFilter{}, []string{"e", "d", "c", "b", "a"}},
 		{"tenant", store.RunFilter{Tenant: "acme"}, []string{"e", "d", "b", "a"}},
 		{"status", store.RunFilter{Status: store.RunSucceeded}, []string{"e", "c", "a"}},
+		{"agent", store.RunFilter{Agent: "billing"}, []string{"c", "b"}},
+		{"agent and tenant", store.RunFilter{Agent: "support", Tenant: "acme"}, []string{"e", "d", "a"}},
 		{"since inclusive", store.RunFilter{Since: at(3 * time.Second)}, []string{"e", "d", "c"}},
 		{"limit", store.RunFilter{Limit: 2}, []string{"e", "d"}},
 		{"before exclusive", store.RunFilter{Before: at(3 * time.Second)}, []string{"b", "a"}},

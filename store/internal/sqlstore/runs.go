@@ -231,6 +231,9 @@ func (c *Core) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, er
 	if f.Tenant != "" {
 		add("tenant = $%d", f.Tenant)
 	}
+	if f.Agent != "" {
+		add("agent = $%d", f.Agent)
+	}
 	if f.Status != "" {
 		add("status = $%d", string(f.Status))
 	}
