@@ -88,6 +88,11 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 				}
 				opt.Runs = n
 			}
+			if !quiet {
+				for _, n := range harness.TimeoutNotes(s) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "belay eval: note: %s\n", n)
+				}
+			}
 			if w := cmd.ErrOrStderr(); !noBar && !quiet && isTerminal(w) {
 				opt.Progress = w // a bar redrawn in a log or a CI job's output is noise
 			}

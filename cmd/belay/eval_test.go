@@ -125,3 +125,23 @@ func TestDetectReadsCounts(t *testing.T) {
 	_, err = run(t, "eval", suite, "--detect", "0.1", "--baseline", bad, "--no-progress", "--store", "memory://")
 	wantCode(t, err, 2, "passes 21, runs 20: need 0 ≤ passes ≤ runs")
 }
+
+// A providers config whose deployments wait longer than the suite's
+// timeout is noted on stderr before the runs, and not under --quiet.
+func TestEvalTimeoutNote(t *testing.T) {
+	dir := t.TempDir()
+	writeText(t, dir, "belay.yaml", "models:\n  - alias: m\n    deployments:\n      - {name: d, provider: openai, model: gpt-4o-mini, base_url: \"sim://\"}\n")
+	suite := writeText(t, dir, "suite.yaml", "version: 1\nagent: {command: [sh, -c, 'echo hi']}\nmodel: m\nproviders: {config: belay.yaml}\n"+
+		"timeout: 90s\nruns: 1\nscenarios: [{name: a}]\n")
+	_, errOut, err := belayArgs(t, "eval", suite, "--no-progress", "--store", "memory://")
+	wantCode(t, err, 0, "")
+	want := "belay eval: note: providers.config belay.yaml: deployment d has timeouts first_byte 2m0s, not shorter than the suite's timeout 1m30s"
+	if !strings.HasPrefix(errOut, want) || strings.Count(errOut, "note:") != 1 {
+		t.Errorf("stderr:\n%s\nwant one note, beginning %q", errOut, want)
+	}
+	_, errOut, err = belayArgs(t, "eval", suite, "--no-progress", "--quiet", "--store", "memory://")
+	wantCode(t, err, 0, "")
+	if errOut != "" {
+		t.Errorf("stderr under --quiet: %q", errOut)
+	}
+}

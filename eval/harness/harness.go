@@ -398,3 +398,59 @@ func matchAny(patterns []string, name string) bool {
 	}
 	return false
 }
+
+// TimeoutNotes returns a line for each deployment of s's provider setups
+// (the suite's and its scenarios') with an attempt timeout (timeouts
+// first_byte, first_token or idle, the deployment's own or its config's)
+// at least the suite's timeout: a deployment that hangs there holds the
+// agent until belay eval stops it (a failed run, reason timeout) before
+// the attempt times out and the call could fall back. Such a setup is
+// allowed (one slow model may need it), so these are notes, not errors. A
+// setup that does not load is skipped: its runs report why. Safe for
+// concurrent use; it reads provider configs and the environment.
+func TimeoutNotes(s *eval.Suite) []string {
+	setups := []eval.Providers{s.Providers}
+	for i := range s.Scenarios {
+		if p := s.Scenarios[i].Providers; p != nil {
+			setups = append(setups, *p)
+		}
+	}
+	limit := time.Duration(s.Timeout)
+	seen := map[string]bool{}
+	var notes []string
+	for _, p := range setups {
+		cfg, err := configFor(s, p)
+		if err != nil {
+			continue
+		}
+		where, fix := "the simulated deployments", "lengthen the suite's timeout (the simulator's timeouts are fixed)"
+		if p.Config != "" {
+			where, fix = "providers.config "+p.Config, "shorten the deployment's timeouts or lengthen the suite's timeout"
+		}
+		for _, m := range cfg.Models {
+			for _, d := range m.Deployments {
+				t := d.Timeouts.Of(cfg.Timeouts)
+				var long []string
+				for _, w := range []struct {
+					key  string
+					wait config.Duration
+				}{{"first_byte", t.FirstByte}, {"first_token", t.FirstToken}, {"idle", t.Idle}} {
+					if time.Duration(w.wait) >= limit {
+						long = append(long, fmt.Sprintf("%s %s", w.key, time.Duration(w.wait)))
+					}
+				}
+				if len(long) == 0 {
+					continue
+				}
+				n := fmt.Sprintf("%s: deployment %s has timeouts %s, not shorter than the suite's timeout %s: "+
+					"a hang there stops the agent (reason timeout) before belay can retry or fall back; %s",
+					where, d.Name, strings.Join(long, ", "), limit, fix)
+				if !seen[n] {
+					seen[n] = true
+					notes = append(notes, n)
+				}
+			}
+		}
+	}
+	return notes
+}
