@@ -135,7 +135,7 @@ func TestEvalTimeoutNote(t *testing.T) {
 		"timeout: 90s\nruns: 1\nscenarios: [{name: a}]\n")
 	_, errOut, err := belayArgs(t, "eval", suite, "--no-progress", "--store", "memory://")
 	wantCode(t, err, 0, "")
-	want := "belay eval: note: providers.config belay.yaml: deployment d has timeouts first_byte 2m0s, not shorter than the suite's timeout 1m30s"
+	want := "belay eval: note: providers.config belay.yaml: attempt timeouts not shorter than the suite's timeout 1m30s, on deployment d (first_byte 2m0s): "
 	if !strings.HasPrefix(errOut, want) || strings.Count(errOut, "note:") != 1 {
 		t.Errorf("stderr:\n%s\nwant one note, beginning %q", errOut, want)
 	}

@@ -425,8 +425,9 @@ func TimeoutNotes(s *eval.Suite) []string {
 		}
 		where, fix := "the simulated deployments", "lengthen the suite's timeout (the simulator's timeouts are fixed)"
 		if p.Config != "" {
-			where, fix = "providers.config "+p.Config, "shorten the deployment's timeouts or lengthen the suite's timeout"
+			where, fix = "providers.config "+p.Config, "shorten the deployments' timeouts or lengthen the suite's timeout"
 		}
+		var deps []string
 		for _, m := range cfg.Models {
 			for _, d := range m.Deployments {
 				t := d.Timeouts.Of(cfg.Timeouts)
@@ -439,17 +440,24 @@ func TimeoutNotes(s *eval.Suite) []string {
 						long = append(long, fmt.Sprintf("%s %s", w.key, time.Duration(w.wait)))
 					}
 				}
-				if len(long) == 0 {
-					continue
-				}
-				n := fmt.Sprintf("%s: deployment %s has timeouts %s, not shorter than the suite's timeout %s: "+
-					"a hang there stops the agent (reason timeout) before belay can retry or fall back; %s",
-					where, d.Name, strings.Join(long, ", "), limit, fix)
-				if !seen[n] {
-					seen[n] = true
-					notes = append(notes, n)
+				if len(long) > 0 {
+					deps = append(deps, fmt.Sprintf("%s (%s)", d.Name, strings.Join(long, ", ")))
 				}
 			}
+		}
+		if len(deps) == 0 {
+			continue
+		}
+		what := "deployment "
+		if len(deps) > 1 {
+			what = "deployments "
+		}
+		n := fmt.Sprintf("%s: attempt timeouts not shorter than the suite's timeout %s, on %s%s: "+
+			"a hang there stops the agent (reason timeout) before belay can retry or fall back; %s",
+			where, limit, what, strings.Join(deps, ", "), fix)
+		if !seen[n] {
+			seen[n] = true
+			notes = append(notes, n)
 		}
 	}
 	return notes
