@@ -498,8 +498,18 @@ func TestStderrTail(t *testing.T) {
 		// An error logged and got past, then a panic: the panic leads.
 		{"Error: upstream 429, retrying in 1s\nok now\npanic: nil map\n\ngoroutine 1 [running]:\nmain.main()\n\t/tmp/a.go:5 +0x1d\nexit status 2\n",
 			"panic: nil map ⏎ … ⏎ main.main() ⏎ /tmp/a.go:5 +0x1d ⏎ exit status 2"},
-		// Python's last line is its message already; nothing leads.
-		{"Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: bad", "Traceback (most recent call last): ⏎ File \"a.py\", line 1 ⏎ ValueError: bad"},
+		// Python's message is its last line: the traceback's header is
+		// left out, and when the last lines are long the message leads.
+		{"Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: bad", "File \"a.py\", line 1 ⏎ ValueError: bad"},
+		{"Traceback (most recent call last):\n  File \"/tmp/myagent/./agent.py\", line 20, in <module>\n    main()\n" +
+			"  File \"/tmp/myagent/./agent.py\", line 13, in main\n    raise RuntimeError(\"asked to crash\")\nRuntimeError: asked to crash\n",
+			"File \"/tmp/myagent/./agent.py\", line 13, in main ⏎ raise RuntimeError(\"asked to crash\") ⏎ RuntimeError: asked to crash"},
+		{"Traceback (most recent call last):\n  File \"/home/ci/work/agents/support-agent/src/agent.py\", line 20, in <module>\n    main()\n" +
+			"  File \"/home/ci/work/agents/support-agent/src/agent.py\", line 13, in main\n    raise RuntimeError(\"asked to crash\")\nRuntimeError: asked to crash\n",
+			"RuntimeError: asked to crash ⏎ … ⏎ main() ⏎ File \"/home/ci/work/agents/support-agent/src/agent.py\", line 13, in main ⏎ raise RuntimeError(\"asked to crash\")"},
+		// A message that is the only line, or the last of few.
+		{"Error: no key\n", "Error: no key"},
+		{"starting\nError: no key\n", "starting ⏎ Error: no key"},
 	} {
 		if got := stderrTail([]byte(c.in)); got != c.want {
 			t.Errorf("stderrTail(%q) = %q; want %q", c.in, got, c.want)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -188,6 +189,10 @@ func (e *exitError) stderr() string { return "; its stderr ended: " + e.tail }
 const (
 	stderrTailLines = 3
 	stderrTailBytes = 300
+	// stderrShort is the longest quote of last lines left in their order
+	// when a crash's message is among them: the text report shows 200
+	// bytes of a run's failures, the first 55 of them the exit's words.
+	stderrShort = 140
 )
 
 // errorHead matches the line a crash report starts with: Go's "panic:"
@@ -198,32 +203,44 @@ var errorHead = regexp.MustCompile(`^(panic: |fatal error: |Traceback |[\w.$]*(E
 
 // stderrTail returns the last stderrTailLines non-blank lines of b joined
 // by " ⏎ ", cut to its last stderrTailBytes bytes; "" when b has none.
-// When a line that starts a crash report (errorHead) comes before them,
-// the last such line leads, cut to stderrTailBytes, then " ⏎ … ⏎ ": a Node or Go
-// crash ends in its stack, far from its message (newcomer finding: only
-// "requireStack: [] ⏎ } ⏎ Node.js v20" was quoted).
+// The line that carries a crash's message (errorHead; the last one) is
+// made to show at the quote's start, cut to stderrTailBytes, then
+// " ⏎ … ⏎ " and the last lines without it, when it comes before those
+// lines (a Node or Go crash ends in its stack, far from its message:
+// newcomer finding, only "requireStack: [] ⏎ } ⏎ Node.js v20" was quoted)
+// or when it is among them but they are longer than stderrShort (Python's
+// ends with its message, which a report line cut short: newcomer finding,
+// session 26). Python's "Traceback (most recent call last):", which names
+// no error, is not quoted.
 func stderrTail(b []byte) string {
 	var lines []string
 	for _, l := range strings.Split(strings.ToValidUTF8(string(b), "?"), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
+		if l = strings.TrimSpace(l); l != "" && !pythonTraceback(l) {
 			lines = append(lines, l)
 		}
 	}
-	head := ""
-	if len(lines) > stderrTailLines {
-		// The last such line: an error the agent logged and got past
-		// comes before the one it died of (adversarial review).
-		before := lines[:len(lines)-stderrTailLines]
-		for i := len(before) - 1; i >= 0; i-- {
-			if errorHead.MatchString(before[i]) {
-				head = before[i]
-				if len(head) > stderrTailBytes {
-					head = strings.ToValidUTF8(head[:stderrTailBytes], "") + "…"
-				}
-				head += " ⏎ … ⏎ "
-				break
-			}
+	// The last such line: an error the agent logged and got past comes
+	// before the one it died of (adversarial review).
+	at := -1
+	for i := len(lines) - 1; i >= 0; i-- {
+		if errorHead.MatchString(lines[i]) {
+			at = i
+			break
 		}
+	}
+	last := max(len(lines)-stderrTailLines, 0)
+	head := ""
+	if at >= 0 && (at < last || len(strings.Join(lines[last:], " ⏎ ")) > stderrShort) {
+		head = lines[at]
+		if len(head) > stderrTailBytes {
+			head = strings.ToValidUTF8(head[:stderrTailBytes], "") + "…"
+		}
+		lines = slices.Delete(slices.Clone(lines), at, at+1)
+		if len(lines) > 0 {
+			head += " ⏎ … ⏎ "
+		}
+	}
+	if len(lines) > stderrTailLines {
 		lines = lines[len(lines)-stderrTailLines:]
 	}
 	t := strings.Join(lines, " ⏎ ")
@@ -231,6 +248,12 @@ func stderrTail(b []byte) string {
 		t = "…" + strings.ToValidUTF8(t[len(t)-stderrTailBytes:], "")
 	}
 	return head + t
+}
+
+// pythonTraceback reports whether line is the first line of a Python
+// traceback, which names no error.
+func pythonTraceback(line string) bool {
+	return strings.HasPrefix(line, "Traceback (most recent call last)")
 }
 
 // execute runs the agent once, in-process or as a command.
