@@ -212,6 +212,9 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, wr wire) {
 
 	w.Header().Set(wr.idHeader(), ex.requestID)
 	w.Header().Set("X-Sim-Profile", prof.Name) // which profile served: /d/flakey (a typo) says none
+	if note := s.profileNote(dep, prof); note != "" {
+		w.Header().Set("X-Sim-Note", note)
+	}
 	if fault != Reset && fault != Hang {
 		if retry.Sleep(r.Context(), latency) != nil {
 			return

@@ -20,6 +20,7 @@ func TestAnswerNamesItsProfile(t *testing.T) {
 		{"/d/flaky" + chatPath, "flaky"},
 		{"/d/flakey" + chatPath, "none"},
 		{"/d/down" + messagesPath, "down"},
+		{"/d/primary" + chatPath, "none"}, // a deployment's own name: no note
 	} {
 		body := chatBody("ping", false)
 		if tc.path == "/d/down"+messagesPath {
@@ -31,6 +32,14 @@ func TestAnswerNamesItsProfile(t *testing.T) {
 		}
 		if got := resp.Header.Get("X-Sim-Profile"); got != tc.want {
 			t.Errorf("%s: X-Sim-Profile %q, want %q", tc.path, got, tc.want)
+		}
+		// A name near a built-in profile's is noted as a likely typo.
+		note := ""
+		if tc.path == "/d/flakey"+chatPath {
+			note = `no profile named "flakey" (did you mean "flaky"?): served by the default profile, none`
+		}
+		if got := resp.Header.Get("X-Sim-Note"); got != note {
+			t.Errorf("%s: X-Sim-Note %q, want %q", tc.path, got, note)
 		}
 	}
 }

@@ -27,7 +27,8 @@
 // "/d/down" at the same time.
 // Every model answer names the profile that served it in the
 // X-Sim-Profile response header (a misspelt "/d/flakey" answers with
-// Config.Profile, and says so).
+// Config.Profile, and says so; a name near a built-in profile's also gets
+// an X-Sim-Note: `no profile named "flakey" (did you mean "flaky"?): …`).
 //
 // Per-request controls (headers):
 //
@@ -48,12 +49,15 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/belay-run/belay/internal/suggest"
 )
 
 // Config configures a Server. The zero value serves every request
@@ -184,6 +188,30 @@ func (s *Server) profileFor(dep string) Profile {
 		return p
 	}
 	return s.cfg.Profile
+}
+
+// profileNote is the X-Sim-Note of an answer for deployment dep: when dep
+// names no deployment nor built-in profile but is near one's name (a typo,
+// by internal/suggest), it says so; else "". dep is a request's path, so
+// the note quotes it as Go does.
+func (s *Server) profileNote(dep string, served Profile) string {
+	if dep == "" {
+		return ""
+	}
+	s.mu.Lock()
+	_, over := s.over[dep]
+	s.mu.Unlock()
+	if _, ok := s.cfg.Deployments[dep]; ok || over {
+		return ""
+	}
+	if _, ok := LookupProfile(dep); ok {
+		return ""
+	}
+	near := suggest.Closest(dep, ProfileNames())
+	if near == "" {
+		return ""
+	}
+	return fmt.Sprintf("no profile named %q (did you mean %q?): served by the default profile, %s", dep, near, served.Name)
 }
 
 // requestRand returns the generator for one request (see the package doc).
