@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -393,6 +394,8 @@ func TestWriteTextSaysTheCorrection(t *testing.T) {
 	}{
 		{"weighted Holm", []Group{g("a", 100, 90), g("b", 100, 85), g("c", 20, 20)}, []Group{g("a", 100, 80), g("b", 100, 84), g("c", 20, 20)},
 			"weighted Holm over overall (weight 0.8) and 2 scenarios (0.1 each); 1 more all-pass or all-fail on both sides, not counted", true},
+		{"weighted Holm, one scenario", []Group{g("a", 100, 90), g("c", 20, 20)}, []Group{g("a", 100, 80), g("c", 20, 20)},
+			"weighted Holm over overall (weight 0.8) and 1 scenario (0.2); 1 more all-pass or all-fail on both sides, not counted", true},
 		{"no row can reject", []Group{g("a", 20, 20), g("b", 20, 20)}, []Group{g("a", 20, 20), g("b", 20, 20)},
 			"no correction: every scenario passes all or fails all on both sides, so no test below can reject (their p-values are shown for reference)", false},
 		// Pooled, a passing and a failing scenario look like a mixed
@@ -538,5 +541,17 @@ func TestZeroCostBaselineIsNotACostRegression(t *testing.T) {
 	a := rowByName(t, res, "a")
 	if res.Regressed() || a.Cost.Checked || a.Cost.Regressed || a.Cost.Base != 0 || a.Cost.Cand <= 0 || !a.Latency.Checked {
 		t.Errorf("zero-cost baseline: regressed %v, cost %+v, latency %+v", res.Regressed(), a.Cost, a.Latency)
+	}
+}
+
+// A ratio check's interval level is printed as the header prints it, to
+// four digits, not as the float it is (newcomer finding: "96.66666666666667%
+// interval" under a header of "96.67%").
+func TestRatioWhyLevel(t *testing.T) {
+	ms := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + " ms" }
+	got := ratioWhy("p95 latency", RatioCheck{Checked: true, Base: 1000, Cand: 1500, Low: 1.91, High: 9.97}, ms, 0.2, 0.05/3)
+	want := "p95 latency ×1.50 (1000 ms → 1500 ms; 96.67% interval 1.91–9.97, low bound above 1.20)"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

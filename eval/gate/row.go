@@ -396,7 +396,7 @@ func (r *Row) passRateWhy(alpha float64) string {
 }
 
 func ratioWhy(what string, c RatioCheck, unit func(float64) string, tol, alpha float64) string {
-	return fmt.Sprintf("%s ×%.2f (%s → %s; %g%% interval %.2f–%.2f, low bound above %.2f)",
+	return fmt.Sprintf("%s ×%.2f (%s → %s; %.4g%% interval %.2f–%.2f, low bound above %.2f)",
 		what, stats.Ratio(c.Cand, c.Base), unit(c.Base), unit(c.Cand),
 		100*(1-2*alpha), c.Low, c.High, 1+tol)
 }

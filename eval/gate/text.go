@@ -95,7 +95,11 @@ func (r Result) familyText() string {
 		s = "one scenario: it and overall are one test at α"
 	default:
 		w := r.Config.OverallWeight
-		s = fmt.Sprintf("weighted Holm over overall (weight %.3g) and %d scenarios (%.3g each)", w, in, (1-w)/float64(in))
+		if in == 1 {
+			s = fmt.Sprintf("weighted Holm over overall (weight %.3g) and 1 scenario (%.3g)", w, 1-w)
+		} else {
+			s = fmt.Sprintf("weighted Holm over overall (weight %.3g) and %d scenarios (%.3g each)", w, in, (1-w)/float64(in))
+		}
 	}
 	if out > 0 {
 		s += fmt.Sprintf("; %d more all-pass or all-fail on both sides, not counted", out)
