@@ -198,3 +198,13 @@ func TestInterruptedRunsCutShort(t *testing.T) {
 		t.Errorf("runs finished with %v; want nil, then ErrInterrupted", f.finished)
 	}
 }
+
+// agent.name is bounded as X-Belay-Agent is.
+func TestAgentNameBounds(t *testing.T) {
+	for _, name := range []string{`" support"`, `"a\tb"`, strings.Repeat("x", 129)} {
+		_, msg := suiteError(t, "version: 1\nagent: {command: [sh, -c, 'echo hi'], name: "+name+"}\nscenarios: [{name: a}]\n")
+		if !strings.Contains(msg, "agent.name: want at most 128 bytes of text without control characters or spaces at its ends") {
+			t.Errorf("name %s: error %q", name, msg)
+		}
+	}
+}

@@ -94,10 +94,7 @@ type Report struct {
 
 func buildReport(s *Suite, seed int64, outs []Outcome) *Report {
 	r := &Report{Format: ReportFormat, Suite: s.Name, Seed: seed, MinPassRate: s.MinPassRate, Outcomes: outs}
-	r.Agent = s.Agent.Go
-	if r.Agent == "" && len(s.Agent.Command) > 0 {
-		r.Agent = s.Agent.Command[0]
-	}
+	r.Agent = s.Agent.Label()
 	by := map[string][]Outcome{}
 	for _, o := range outs {
 		by[o.Scenario] = append(by[o.Scenario], o)

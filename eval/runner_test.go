@@ -575,3 +575,37 @@ func TestRunCodeSuiteDefaults(t *testing.T) {
 		t.Errorf("Run changed the caller's suite: runs %d, concurrency %d, timeout %v", s.Runs, s.Concurrency, s.Timeout)
 	}
 }
+
+// An agent's label names the script an interpreter runs, not the
+// interpreter (newcomer finding: every [python3, agent.py] agent was
+// "python3" in belay runs), and agent.name wins.
+func TestAgentLabel(t *testing.T) {
+	for _, c := range []struct {
+		spec AgentSpec
+		want string
+	}{
+		{AgentSpec{Go: "refund-agent"}, "refund-agent"},
+		{AgentSpec{Command: []string{"./bin/agent", "--fast"}}, "agent"},
+		{AgentSpec{Command: []string{"python3", "agent.py"}}, "agent.py"},
+		{AgentSpec{Command: []string{"/usr/bin/python3", "-u", "src/agent.py", "--x"}}, "agent.py"},
+		{AgentSpec{Command: []string{"python3", "-m", "support_agent"}}, "support_agent"},
+		{AgentSpec{Command: []string{"node", "dist/agent.mjs"}}, "agent.mjs"},
+		{AgentSpec{Command: []string{"deno", "run", "-A", "agent.ts"}}, "agent.ts"},
+		{AgentSpec{Command: []string{"uv", "run", "agent.py"}}, "agent.py"},
+		{AgentSpec{Command: []string{"sh", "-c", "echo hi"}}, "sh"},
+		{AgentSpec{Command: []string{"node"}}, "node"},
+		{AgentSpec{Command: []string{"python3", "agent.py"}, Name: "support"}, "support"},
+		{AgentSpec{}, ""},
+	} {
+		if got := c.spec.Label(); got != c.want {
+			t.Errorf("%+v: Label() = %q, want %q", c.spec, got, c.want)
+		}
+	}
+	// The report and the runs carry it.
+	name := register(t, agentFunc(func(context.Context, Env) (int, string, error) { return 0, "ok", nil }))
+	s := suiteFor(t, "version: 1\nagent: {go: AGENT, name: support}\nruns: 1\nscenarios: [{name: a}]\n", name)
+	rep, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+	if err != nil || rep.Agent != "support" {
+		t.Errorf("report agent %q (err %v), want support", rep.Agent, err)
+	}
+}

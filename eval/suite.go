@@ -14,9 +14,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -86,6 +88,58 @@ type AgentSpec struct {
 	Go      string            `yaml:"go"`
 	Command []string          `yaml:"command"`
 	Env     map[string]string `yaml:"env"`
+	// Name is the agent's name in the report and its runs' records (the
+	// AGENT column of belay runs); default Label's.
+	Name string `yaml:"name"`
+}
+
+// maxAgentName bounds agent.name, in bytes, as the gateway bounds
+// X-Belay-Agent.
+const maxAgentName = 128
+
+// interpreters are programs that run a script named by their first
+// argument that is not a flag (python3 agent.py, node agent.mjs); those in
+// launchers take a "run" first (deno run agent.ts, uv run agent.py).
+var (
+	interpreters = []string{"python", "python3", "pypy3", "node", "nodejs", "deno", "bun", "ruby", "perl", "php",
+		"bash", "sh", "zsh", "uv", "tsx", "ts-node"}
+	launchers = []string{"deno", "bun", "uv"}
+)
+
+// Label returns the agent's name for reports and run records: Name when
+// set, else the Go agent's name, else the command's program without its
+// folder, or, for an interpreter (python3, node, bash, …), the script it
+// runs ("agent.py" for [python3, -u, agent.py]; "mypkg" for [python3, -m,
+// mypkg]; the interpreter for inline code, [sh, -c, …]); "" for none.
+func (a AgentSpec) Label() string {
+	switch {
+	case a.Name != "":
+		return a.Name
+	case a.Go != "":
+		return a.Go
+	case len(a.Command) == 0:
+		return ""
+	}
+	prog := filepath.Base(a.Command[0])
+	if !slices.Contains(interpreters, strings.TrimSuffix(prog, ".exe")) {
+		return prog
+	}
+	args := a.Command[1:]
+	if len(args) > 0 && args[0] == "run" && slices.Contains(launchers, prog) {
+		args = args[1:]
+	}
+	for i, arg := range args {
+		switch {
+		case arg == "-m" && i+1 < len(args):
+			return args[i+1]
+		case arg == "-c" || arg == "-e" || arg == "--eval" || arg == "-":
+			return prog // inline code, or a script on stdin
+		case strings.HasPrefix(arg, "-"):
+			continue
+		}
+		return filepath.Base(arg)
+	}
+	return prog
 }
 
 // Providers says what the agent's model calls reach: the built-in simulator
@@ -321,6 +375,10 @@ func (s *Suite) validate() error {
 	}
 	if (s.Agent.Go == "") == (len(s.Agent.Command) == 0) {
 		return bad("name exactly one of agent.go (an in-process Go agent) or agent.command", "agent")
+	}
+	if n := s.Agent.Name; n != "" && (strings.TrimSpace(n) != n || len(n) > maxAgentName || strings.IndexFunc(n, unicode.IsControl) >= 0) {
+		return bad(fmt.Sprintf("want at most %d bytes of text without control characters or spaces at its ends, not %q",
+			maxAgentName, clip(n, 40)), "agent", "name")
 	}
 	if err := s.checkSizes(); err != nil {
 		return err

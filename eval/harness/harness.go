@@ -253,10 +253,7 @@ func approver(rules []eval.Rule) run.Approver {
 
 // Start begins a run with its limits.
 func (h *Harness) Start(ctx context.Context, sc *eval.Scenario, runID string, limits store.Limits) (eval.RunHandle, error) {
-	agent := h.suite.Agent.Go
-	if agent == "" && len(h.suite.Agent.Command) > 0 {
-		agent = filepath.Base(h.suite.Agent.Command[0])
-	}
+	agent := h.suite.Agent.Label()
 	// Owned: the run ends when its agent exits (Finish), not for idleness
 	// or at an idle deadline as the gateway's runs do.
 	r, err := h.stack.Runs.Start(ctx, run.Spec{ID: runID, Tenant: Tenant, Agent: agent, Limits: limits, Owned: true,
