@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 )
 
@@ -607,5 +609,28 @@ func TestAgentLabel(t *testing.T) {
 	rep, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
 	if err != nil || rep.Agent != "support" {
 		t.Errorf("report agent %q (err %v), want support", rep.Agent, err)
+	}
+}
+
+// An in-process agent that returns belay's refusal (here a denied
+// approval) fails with that reason, not "crash", and a scenario that says
+// how its run ends judges it (newcomer finding).
+func TestAgentReturnsRefusal(t *testing.T) {
+	denied := &failure.Error{Kind: failure.Fatal, Reason: failure.ApprovalDenied, Message: "tool delete_user: approval apr_1 denied by rule:default"}
+	name := register(t, agentFunc(func(context.Context, Env) (int, string, error) {
+		return 1, "", fmt.Errorf("deleting the user: %w", denied)
+	}))
+	s := suiteFor(t, "version: 1\nagent: {go: AGENT}\nruns: 1\nscenarios: [{name: plain}, {name: expects-exit, expect: {exit_code: 1}}]\n", name)
+	rep, err := Run(t.Context(), s, (&fakeHarness{}).factory(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := outcomesOf(rep, "plain")
+	if len(o) != 1 || o[0].Passed || o[0].Reason != "approval_denied" || len(o[0].Failures) != 1 ||
+		!strings.HasPrefix(o[0].Failures[0], "approval_denied: the agent returned an error: deleting the user: ") {
+		t.Errorf("plain: %+v", o)
+	}
+	if o := outcomesOf(rep, "expects-exit"); len(o) != 1 || !o[0].Passed {
+		t.Errorf("expects-exit: %+v", o)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/trace"
 )
@@ -115,6 +116,14 @@ func (r *runner) one(ctx context.Context, h Harness, j job, runID string) Outcom
 	var fails []string
 	if timedOut {
 		fails = append(fails, fmt.Sprintf("timeout: the agent ran past %s and was stopped", time.Duration(r.suite.Timeout)))
+	} else if fe := failure.As(agentErr); fe != nil && !errors.Is(agentErr, errExit) {
+		// An in-process agent that gave up on belay's refusal (a denied
+		// approval, a limit) did not crash: the failure's reason names
+		// it, and a scenario that says how the run ends judges it
+		// (newcomer finding: a denied approval read "crash").
+		if e := &sc.Expect; e.ExitCode == nil && e.Status == "" && e.StopReason == "" {
+			fails = append(fails, fmt.Sprintf("%s: the agent returned an error: %v", fe.Reason, agentErr))
+		}
 	} else if agentErr != nil && !errors.Is(agentErr, errExit) {
 		fails = append(fails, "crash: "+agentErr.Error())
 	} else if e := &sc.Expect; errors.Is(agentErr, errExit) && e.ExitCode == nil && e.Status == "" && e.StopReason == "" {
