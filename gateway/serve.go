@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/internal/ids"
+	"github.com/belay-run/belay/internal/shellword"
 	"github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/sim"
 	"github.com/belay-run/belay/store"
@@ -221,11 +223,15 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		// Irreversible tools wait in the stored queue for a person:
 		// `belay approvals approve ID`, or POST /admin/approvals/ID/approve.
 		log := st.log
+		where := "--store URL (the store given to this process)"
+		if o.Store == nil {
+			where = approvalStoreArg(cfg)
+		}
 		approver = run.QueueApprover{Approvals: st.Store, Notify: func(a store.Approval, until time.Time) {
 			// Without it the agent only seemed to hang (newcomer finding).
 			log.LogAttrs(context.Background(), slog.LevelWarn, "tool call waits for an approval",
 				slog.String("approval", a.ID), slog.String("run", a.RunID), slog.String("tool", a.Tool),
-				slog.String("decide", "belay approvals approve|deny "+a.ID+" (or POST /admin/approvals/"+a.ID+"/approve)"),
+				slog.String("decide", decideHint(a.ID, where)),
 				slog.Duration("expires_in", time.Until(until).Round(time.Second)))
 		}}
 	}
@@ -330,6 +336,42 @@ func (st *Stack) alert(a budget.Alert) {
 	if st.Server != nil {
 		st.Server.metrics.alert(a)
 	}
+}
+
+// approvalStoreArg returns the flag that gives belay approvals cfg's store
+// from any folder (newcomer finding: the hint, run beside a config whose
+// store was elsewhere, read ./belay.db): a SQLite file by its absolute
+// path, another store through the config file when there is one, else by
+// its URL with the password hidden; "" for memory://, which no other
+// process reaches.
+func approvalStoreArg(cfg *config.Config) string {
+	if path, ok := open.SQLitePath(cfg.Store); ok {
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		return "--store " + shellword.Quote("sqlite://"+path)
+	}
+	if strings.HasPrefix(strings.ToLower(cfg.Store), "memory://") {
+		return ""
+	}
+	if cfg.Path != "" {
+		if abs, err := filepath.Abs(cfg.Path); err == nil {
+			return "--config " + shellword.Quote(abs)
+		}
+	}
+	return "--store " + shellword.Quote(open.Redacted(cfg.Store))
+}
+
+// decideHint says how to decide approval id: with belay approvals and the
+// flag that names the store (approvalStoreArg), or, for a store in this
+// process's memory, only here (a gateway's admin API, or the store's
+// DecideApproval in a Go program).
+func decideHint(id, storeArg string) string {
+	if storeArg == "" {
+		return "POST /admin/approvals/" + id + "/approve|deny on the gateway, or Store.DecideApproval in this process " +
+			"(belay approvals cannot reach the in-memory store)"
+	}
+	return "belay approvals approve|deny " + id + " " + storeArg + " (or POST /admin/approvals/" + id + "/approve|deny on the gateway)"
 }
 
 // Close stops the run manager, flushes the traces, closes the store

@@ -94,7 +94,7 @@ func TestApprovalWaitIsLogged(t *testing.T) {
 		}
 		out := log.String()
 		for _, want := range []string{"level=WARN", `msg="tool call waits for an approval"`, "approval=" + id, "run=" + r.ID(), "tool=refund",
-			"belay approvals approve|deny " + id,
+			"POST /admin/approvals/" + id + "/approve|deny on the gateway, or Store.DecideApproval in this process (belay approvals cannot reach the in-memory store)",
 			"expires_in=5m0s"} { // the run's deadline (the default 5 minutes) comes before the approval's 10
 			if !strings.Contains(out, want) {
 				t.Errorf("log lacks %q:\n%s", want, out)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -19,6 +18,7 @@ import (
 	"github.com/belay-run/belay/eval/stats"
 	refund "github.com/belay-run/belay/examples/refund-agent/agent"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/internal/shellword"
 	"github.com/belay-run/belay/store/open"
 )
 
@@ -115,7 +115,7 @@ or when a report file (--json, --junit, --markdown) cannot be written.`,
 				if gateway.InMemoryStore(storeURL) {
 					fmt.Fprintf(out, "\ntraces: none kept (--store %s holds them in memory until belay eval exits)\n", storeURL)
 				} else {
-					fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", redactedURL(storeURL), shellWord(redactedURL(storeURL)))
+					fmt.Fprintf(out, "\ntraces: %s — belay trace show RUN_ID --store %s\n", open.Redacted(storeURL), shellword.Quote(open.Redacted(storeURL)))
 				}
 			}
 			for _, w := range []struct {
@@ -283,17 +283,4 @@ func writeFile(path string, write func(io.Writer) error) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// shellWord returns s as one word for a POSIX shell or zsh: as it is when
-// it holds only characters no shell treats specially, else in single
-// quotes (a store URL's "?sslmode=disable" is a glob in zsh, which fails
-// the pasted command with "no matches found").
-func shellWord(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

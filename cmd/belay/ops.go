@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/user"
 	"slices"
@@ -65,7 +64,7 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 			case strings.HasPrefix(named, "store "):
 				hint = "the store of --config: belay serve --config creates it when it starts"
 			}
-			return exit(1, fmt.Errorf("store %s: %w (%s)", redactedURL(url), err, hint))
+			return exit(1, fmt.Errorf("store %s: %w (%s)", open.Redacted(url), err, hint))
 		}
 	}
 	ctx := cmd.Context()
@@ -77,7 +76,7 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	case errors.Is(err, open.ErrScheme), errors.Is(err, open.ErrURL):
 		return badInput(fmt.Errorf("%s: %w", named, err))
 	case err != nil:
-		return exit(1, fmt.Errorf("open store %s: %w", redactedURL(url), err))
+		return exit(1, fmt.Errorf("open store %s: %w", open.Redacted(url), err))
 	}
 	err = fn(ctx, st)
 	if cerr := st.Close(); err == nil && cerr != nil {
@@ -116,7 +115,7 @@ func goldenNotFound(cmd *cobra.Command, err error, name string) error {
 	}
 	where := ""
 	if url, _, serr := storeOf(cmd); serr == nil {
-		where = " in store " + redactedURL(url) + " (--store names the store the goldens were saved to)"
+		where = " in store " + open.Redacted(url) + " (--store names the store the goldens were saved to)"
 	}
 	return exit(1, fmt.Errorf("golden %s not found%s", name, where))
 }
@@ -146,54 +145,18 @@ func storeOf(cmd *cobra.Command) (url, named string, err error) {
 	if err != nil {
 		return "", "", badInput(err)
 	}
-	named = "--store " + redactedURL(url)
+	named = "--store " + open.Redacted(url)
 	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" && !cmd.Flags().Changed("store") {
 		cfg, err := config.LoadWith(f.Value.String(), unresolved)
 		if err != nil {
 			return "", "", badInput(err)
 		}
 		url = cfg.Store
-		named = fmt.Sprintf("store %s (of --config %s)", redactedURL(url), f.Value.String())
+		named = fmt.Sprintf("store %s (of --config %s)", open.Redacted(url), f.Value.String())
 	}
 	return url, named, nil
 }
 
-// redactedURL returns a store URL as messages show it: its password, in
-// the user info or a password parameter, replaced by "xxxxx"; a string
-// that does not parse as a URL with its user info and query replaced (an
-// adversarial review: a password with a stray % was shown whole). A plain
-// sqlite path is shown as it is.
-func redactedURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		// Not a URL: whatever stands between "//" and "@" may be a
-		// password (one with a stray %, say), and so may the query.
-		if i := strings.Index(s, "://"); i >= 0 {
-			if j := strings.LastIndex(s, "@"); j > i {
-				s = s[:i+3] + "xxxxx" + s[j:]
-			}
-		}
-		if i := strings.IndexByte(s, '?'); i >= 0 {
-			s = s[:i] + "?xxxxx"
-		}
-		return s
-	}
-	changed := false
-	if strings.Contains(u.RawQuery, "password") { // PostgreSQL's URLs take one as a parameter
-		q, err := url.ParseQuery(u.RawQuery)
-		switch {
-		case err != nil:
-			u.RawQuery, changed = "xxxxx", true
-		case q.Has("password"):
-			q.Set("password", "xxxxx")
-			u.RawQuery, changed = q.Encode(), true
-		}
-	}
-	if u.User == nil && !changed {
-		return s
-	}
-	return u.Redacted()
-}
 
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -787,22 +787,6 @@ func TestPromptLine(t *testing.T) {
 	}
 }
 
-// The store URL in eval's hint line is one shell word (newcomer finding:
-// pasted into zsh, "?sslmode=disable" was a glob that matched nothing).
-func TestShellWord(t *testing.T) {
-	for in, want := range map[string]string{
-		"sqlite://belay.db": "sqlite://belay.db",
-		"postgres://root@127.0.0.1:5432/test?sslmode=disable": "'postgres://root@127.0.0.1:5432/test?sslmode=disable'",
-		"/tmp/my store.db": "'/tmp/my store.db'",
-		"it's":             `'it'\''s'`,
-		"":                 "''",
-	} {
-		if got := shellWord(in); got != want {
-			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 // --config names the store of a gateway's config, for runs and trace as
 // for kill (newcomer finding: only kill took it); --store still wins.
 func TestOpsReadTheConfigsStore(t *testing.T) {
@@ -888,8 +872,8 @@ func TestStoreURLRedacted(t *testing.T) {
 		"postgres://u@127.0.0.1:1/db?password=s3cret&x=1": "postgres://u@127.0.0.1:1/db?password=xxxxx&x=1",
 		"postgres://u@h:1/db?x=%zz&password=s3cret":       "postgres://u@h:1/db?xxxxx",
 	} {
-		if got := redactedURL(in); got != want {
-			t.Errorf("redactedURL(%q) = %q, want %q", in, got, want)
+		if got := open.Redacted(in); got != want {
+			t.Errorf("open.Redacted(%q) = %q, want %q", in, got, want)
 		}
 	}
 	_, _, err := belayArgs(t, "runs", "--store", "postgres://belay:s3cretpw@127.0.0.1:1/belay?connect_timeout=1")

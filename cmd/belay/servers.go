@@ -93,7 +93,7 @@ fresh machine.`,
 					upstream = ", answered by the built-in simulator"
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "belay serve: listening on http://%s (store %s; models %s%s)\n",
-					addr, redactedURL(cfg.Store), strings.Join(aliases(cfg), ", "), upstream)
+					addr, open.Redacted(cfg.Store), strings.Join(aliases(cfg), ", "), upstream)
 			}
 			if err := gateway.Serve(cmd.Context(), cfg, listening); err != nil {
 				if ue, ok := errors.AsType[*gateway.UnpricedError](err); ok { // the config's fault

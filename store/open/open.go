@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,20 +47,20 @@ func (e urlError) Unwrap() error { return ErrURL }
 // Any other scheme is an error wrapping ErrScheme that lists the supported
 // ones. The caller closes the store.
 func Open(ctx context.Context, url string) (store.Store, error) {
+	if path, ok := SQLitePath(url); ok {
+		return openSQLite(ctx, path)
+	}
 	scheme, rest, hasScheme := strings.Cut(url, "://")
-	if !hasScheme {
-		if strings.Contains(url, ":") && !strings.ContainsAny(url, `/\.`) {
-			return nil, fmt.Errorf("%w in %q: supported are sqlite://, postgres://, postgresql://, memory:// and a bare file path",
-				ErrScheme, url)
-		}
-		return openSQLite(ctx, url)
+	switch {
+	case url == "":
+		return nil, urlError("store/open: empty store URL")
+	case !hasScheme:
+		return nil, fmt.Errorf("%w in %q: supported are sqlite://, postgres://, postgresql://, memory:// and a bare file path",
+			ErrScheme, url)
 	}
 	switch strings.ToLower(scheme) {
 	case "sqlite", "sqlite3", "file":
-		if rest == "" {
-			return nil, urlError(fmt.Sprintf("store/open: %q names no file", url))
-		}
-		return openSQLite(ctx, rest)
+		return nil, urlError(fmt.Sprintf("store/open: %q names no file", url))
 	case "postgres", "postgresql":
 		return postgres.Open(ctx, url)
 	case "memory":
@@ -72,12 +73,65 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 		ErrScheme, scheme+"://")
 }
 
-func openSQLite(ctx context.Context, path string) (store.Store, error) {
-	if path == "" {
-		return nil, urlError("store/open: empty store URL")
+// SQLitePath returns the file of a SQLite store URL as Open reads it
+// (sqlite://PATH, sqlite3://, file://, or a bare path), and false for any
+// other URL. The path is as given: a relative one is taken from the
+// working directory.
+func SQLitePath(url string) (string, bool) {
+	scheme, rest, hasScheme := strings.Cut(url, "://")
+	if !hasScheme {
+		if url == "" || strings.Contains(url, ":") && !strings.ContainsAny(url, `/\.`) {
+			return "", false // "mysql:x" is a scheme, not a file
+		}
+		return url, true
 	}
+	switch strings.ToLower(scheme) {
+	case "sqlite", "sqlite3", "file":
+		return rest, rest != ""
+	}
+	return "", false
+}
+
+func openSQLite(ctx context.Context, path string) (store.Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store/open: cannot create the directory of the store file %s: %w", path, err)
 	}
 	return sqlite.Open(ctx, path)
+}
+
+// Redacted returns a store URL as messages show it: its password, in
+// the user info or a password parameter, replaced by "xxxxx"; a string
+// that does not parse as a URL with its user info and query replaced (an
+// adversarial review: a password with a stray % was shown whole). A plain
+// sqlite path is shown as it is.
+func Redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		// Not a URL: whatever stands between "//" and "@" may be a
+		// password (one with a stray %, say), and so may the query.
+		if i := strings.Index(s, "://"); i >= 0 {
+			if j := strings.LastIndex(s, "@"); j > i {
+				s = s[:i+3] + "xxxxx" + s[j:]
+			}
+		}
+		if i := strings.IndexByte(s, '?'); i >= 0 {
+			s = s[:i] + "?xxxxx"
+		}
+		return s
+	}
+	changed := false
+	if strings.Contains(u.RawQuery, "password") { // PostgreSQL's URLs take one as a parameter
+		q, err := url.ParseQuery(u.RawQuery)
+		switch {
+		case err != nil:
+			u.RawQuery, changed = "xxxxx", true
+		case q.Has("password"):
+			q.Set("password", "xxxxx")
+			u.RawQuery, changed = q.Encode(), true
+		}
+	}
+	if u.User == nil && !changed {
+		return s
+	}
+	return u.Redacted()
 }

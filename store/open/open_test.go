@@ -129,3 +129,24 @@ func TestOpenPostgres(t *testing.T) {
 		t.Errorf("Open(postgresql://closed port): got %v, want a store/postgres error", err)
 	}
 }
+
+func TestSQLitePath(t *testing.T) {
+	for _, c := range []struct {
+		url, path string
+		ok        bool
+	}{
+		{"sqlite://belay.db", "belay.db", true},
+		{"SQLite:///var/lib/belay.db", "/var/lib/belay.db", true},
+		{"file://./x.db", "./x.db", true},
+		{"data/belay.db", "data/belay.db", true},
+		{"sqlite://", "", false},
+		{"", "", false},
+		{"memory://", "", false},
+		{"postgres://root@h/db", "", false},
+		{"c:x", "", false}, // a scheme without slashes: refused by Open
+	} {
+		if path, ok := open.SQLitePath(c.url); path != c.path || ok != c.ok {
+			t.Errorf("SQLitePath(%q) = %q, %v; want %q, %v", c.url, path, ok, c.path, c.ok)
+		}
+	}
+}
