@@ -157,7 +157,6 @@ func storeOf(cmd *cobra.Command) (url, named string, err error) {
 	return url, named, nil
 }
 
-
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
