@@ -30,6 +30,17 @@ func ParsePeriod(s string) (Period, error) {
 	return "", fmt.Errorf("budget: period %q is unknown; want day or month", s)
 }
 
+// End returns when the period holding t (in UTC) ends: the start of the
+// next UTC day for Day, of the next UTC month for any other Period, as
+// TenantScope counts them.
+func (p Period) End(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	if p == Day {
+		return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+	}
+	return time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC)
+}
+
 // TenantScope returns the scope of a tenant's spend in the period holding t
 // (converted to UTC): "tenant:acme:2026-11" for Month,
 // "tenant:acme:2026-11-29" for Day. Any other Period is treated as Month.

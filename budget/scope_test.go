@@ -76,3 +76,22 @@ func TestExceededErrorText(t *testing.T) {
 		}
 	}
 }
+
+func TestPeriodEnd(t *testing.T) {
+	at := time.Date(2026, 12, 31, 23, 59, 59, 0, time.FixedZone("UTC-5", -5*3600)) // 2027-01-01 04:59:59 UTC
+	for _, c := range []struct {
+		p    Period
+		want time.Time
+	}{
+		{Day, time.Date(2027, 1, 2, 0, 0, 0, 0, time.UTC)},
+		{Month, time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC)},
+		{"", time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		if got := c.p.End(at); !got.Equal(c.want) {
+			t.Errorf("%q.End(%v) = %v, want %v", c.p, at, got, c.want)
+		}
+	}
+	if got := Month.End(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)); !got.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("Month.End(Nov 30) = %v", got)
+	}
+}

@@ -319,3 +319,34 @@ func TestHoldTokens(t *testing.T) {
 		t.Fatal("a third step fit 30 used and 40 in flight under 100")
 	}
 }
+
+// A refusal by the tenant's budget says what the tenant has spent and
+// holds, and when its period ends (helper finding: it named only the
+// budget).
+func TestTenantRefusalSaysSpentAndEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := acmeFixture(t) // acme: $1.00 a month
+		ctx := context.Background()
+		spent := f.start(t, Spec{ID: "spent", Tenant: "acme"})
+		a, err := spent.Admit(ctx, modelStep(cents(60)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Settle(ctx, usage(50, 0), Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the settle's ledger write
+		holding := f.start(t, Spec{ID: "holding", Tenant: "acme"})
+		if _, err := holding.Admit(ctx, modelStep(cents(30))); err != nil {
+			t.Fatal(err)
+		}
+		r := f.start(t, Spec{ID: "r", Tenant: "acme"})
+		_, err = r.Admit(ctx, modelStep(cents(30)))
+		fe := failure.As(err)
+		want := "estimated cost $0.30 does not fit the tenant's budget of $1.00 (with what is spent and reserved); " +
+			"the tenant has spent $0.50 and holds $0.30 for calls in flight in tenant:acme:2000-01, which ends 2000-02-01T00:00:00Z"
+		if fe == nil || fe.Reason != failure.BudgetExceeded || fe.Message != want {
+			t.Errorf("refusal: %v\nwant %s", err, want)
+		}
+	})
+}

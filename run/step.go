@@ -420,6 +420,9 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 				r.mu.Unlock()
 				msg += fmt.Sprintf("; the run has spent %s", spent)
 			}
+			if ee.Scope.Kind() == "tenant" {
+				msg += r.m.tenantSpent(ctx, ee.Scope, tb.Period, now)
+			}
 		}
 		return &failure.Error{Kind: failure.Fatal, Reason: failure.BudgetExceeded, Message: msg, Cause: err}
 	}
@@ -499,6 +502,19 @@ func limitOf(scope budget.Scope, limit budget.USD) string {
 		what = "the tenant's budget"
 	}
 	return fmt.Sprintf("%s of %s (with what is spent and reserved)", what, limit)
+}
+
+// tenantSpent is what a refusal by a tenant's budget adds: what the tenant
+// spent and holds in scope, and when its period ends (helper finding: the
+// refusal named only the budget); a balance that cannot be read is said.
+func (m *Manager) tenantSpent(ctx context.Context, scope budget.Scope, p budget.Period, now time.Time) string {
+	ends := p.End(now).Format(time.RFC3339)
+	b, err := m.st.Balance(context.WithoutCancel(ctx), scope)
+	if err != nil {
+		return fmt.Sprintf("; %s ends %s (its balance could not be read: %v)", scope, ends, err)
+	}
+	return fmt.Sprintf("; the tenant has spent %s and holds %s for calls in flight in %s, which ends %s",
+		b.Settled, b.Reserved, scope, ends)
 }
 
 // waitPrivate waits until the ledger entries of the steps admitted in
