@@ -20,6 +20,7 @@ func TestAgentHeaderNamesTheRun(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, regress6OK)
 	}, func(w http.ResponseWriter, r *http.Request) {}, oneAttempt)
+	var overridden string // the last answer's X-Belay-Agent-Overridden
 	post := func(runID, agent string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions",
 			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
@@ -35,19 +36,28 @@ func TestAgentHeaderNamesTheRun(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		overridden = resp.Header.Get(gateway.HeaderAgentOverridden)
 		return resp.StatusCode, string(b)
 	}
-	if s, b := post("support-run-1", "support"); s != 200 {
-		t.Fatalf("first call: %d %s", s, b)
+	if s, b := post("support-run-1", "support"); s != 200 || overridden != "" {
+		t.Fatalf("first call: %d %s, overridden %q", s, b, overridden)
 	}
-	if s, b := post("support-run-1", "support"); s != 200 {
-		t.Fatalf("second call, same agent: %d %s", s, b)
+	if s, b := post("support-run-1", "support"); s != 200 || overridden != "" {
+		t.Fatalf("second call, same agent: %d %s, overridden %q", s, b, overridden)
 	}
-	if s, _ := post("support-run-1", ""); s != 200 {
-		t.Fatalf("a call without the header: %d", s)
+	if s, _ := post("support-run-1", ""); s != 200 || overridden != "" {
+		t.Fatalf("a call without the header: %d, overridden %q", s, overridden)
 	}
-	if s, b := post("support-run-1", "billing"); s != 200 {
-		t.Errorf("another agent's name on a later call: %d %s; want 200, the run keeping its agent", s, b)
+	// A later call naming another agent is served as the run's, and its
+	// answer says so (helper finding: it was ignored without a word).
+	if s, b := post("support-run-1", "billing"); s != 200 || overridden != "support" {
+		t.Errorf("another agent's name on a later call: %d %s, overridden %q; want 200, the run keeping its agent, and support", s, b, overridden)
+	}
+	if s, _ := post("anonymous-run", ""); s != 200 {
+		t.Fatalf("a run started without an agent: %d", s)
+	}
+	if s, _ := post("anonymous-run", "late"); s != 200 || overridden != "none" {
+		t.Errorf("a name on a later call of a run without an agent: %d, overridden %q; want none", s, overridden)
 	}
 	for _, bad := range []string{"tab\tname", "not utf-8 \xff"} {
 		if s, b := post("", bad); s != 400 || !strings.Contains(b, "X-Belay-Agent: want at most 128 bytes of text without control characters") {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -307,6 +308,11 @@ func (c *call) serve() (int, error) {
 	c.turn = turn
 	if c.asked != (config.Limits{}) { // the run's limits are read only when some were asked
 		c.limitsApply(turn.Limits())
+	}
+	if agent != "" {
+		if ra := turn.Agent(); ra != agent {
+			c.w.Header().Set(HeaderAgentOverridden, cmp.Or(ra, "none"))
+		}
 	}
 	ctx := turn.Context()
 	if dl := turn.Deadline(); !dl.IsZero() && !deadlineBy(ctx, dl) {

@@ -70,6 +70,13 @@ const (
 	// on a request refused before its tenant is known (401) or for a
 	// malformed limit header (400).
 	HeaderLimitsOverridden = "X-Belay-Limits-Overridden"
+
+	// HeaderAgentOverridden is set when a request's X-Belay-Agent is not
+	// its run's agent, which the run's first call fixed: its value is the
+	// run's agent ("none" when that call sent none). The request is
+	// served as the run's (the run keeps one agent in its record and
+	// trace).
+	HeaderAgentOverridden = "X-Belay-Agent-Overridden"
 )
 
 // DefaultTenant is the tenant of every request when no tenants are
@@ -372,7 +379,7 @@ var requestHeaders = []string{HeaderRunID, HeaderAgent, HeaderMaxTurns, HeaderDe
 // does not read: a request carrying them (a proxy or a replay tool that
 // echoes an answer's headers) is not refused for them.
 var responseOnly = []string{HeaderAttempts, HeaderDeployment, HeaderDegraded, HeaderCostUSD, HeaderLimitsOverridden,
-	failure.HeaderKind, failure.HeaderReason}
+	HeaderAgentOverridden, failure.HeaderKind, failure.HeaderReason}
 
 // unknownHeader refuses a request that sends an X-Belay-* header belay
 // does not read: a misspelt limit (X-Belay-Max-Turn) would otherwise not

@@ -309,6 +309,7 @@ func (t *runTurn) Cover(ctx context.Context, charges []Charge) error {
 func (t *runTurn) Context() context.Context { return t.adm.Context() }
 func (t *runTurn) Deadline() time.Time      { return t.deadline }
 func (t *runTurn) Limits() config.Limits    { return configLimits(t.r.Limits()) }
+func (t *runTurn) Agent() string            { return t.r.Agent() }
 
 func (t *runTurn) Quote(o Outcome) (budget.USD, bool) {
 	if failOnly(o) {

@@ -90,6 +90,9 @@ type Turn interface {
 	// Admission's Limits for a run this call started, the run's own for a
 	// later call (whatever that call's X-Belay-* headers asked).
 	Limits() config.Limits
+	// Agent is the run's agent, fixed by its first call ("" for none):
+	// the Admission's Agent for a run this call started.
+	Agent() string
 	// Quote returns the cost Settle(ctx, o) will charge, without charging
 	// it, and whether Settle may wait until the client has its answer
 	// (later false: the charge must land first, so that the client's next

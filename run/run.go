@@ -287,6 +287,14 @@ func (r *Run) Limits() store.Limits {
 	return r.rec.Limits
 }
 
+// Agent returns the run's agent (its Spec's, "" for none). Safe for
+// concurrent use.
+func (r *Run) Agent() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec.Agent
+}
+
 // Record returns a copy of the run's current record and counters.
 func (r *Run) Record() store.Run {
 	r.mu.Lock()
