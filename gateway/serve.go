@@ -54,7 +54,13 @@ type Stack struct {
 // client names: a limit spec leaves 0 takes the config's, and one it sets
 // is kept only where it is tighter (a spec cannot raise a limit the
 // operator set). Runs.Start itself applies spec.Limits alone: zero there
-// is no limit.
+// is no limit; a negative one is an error.
+//
+// The run is the caller's to end (spec.Owned is set): it ends with
+// Run.Finish, or stopped at its deadline, never ended for being idle nor
+// by its last call's outcome (a library run whose deadline passed between
+// two calls was recorded "succeeded" while the agent failed, and its
+// Finish then kept that).
 //
 // With tenants configured, spec.Tenant must name one of them (an error
 // otherwise), and the run is stored as TENANT~ID (RunKeySep), the id the
@@ -91,7 +97,10 @@ func (st *Stack) StartRun(ctx context.Context, spec run.Spec) (*run.Run, error) 
 	if clientID != "" && !validRunID(clientID) {
 		return nil, fmt.Errorf("gateway: StartRun: run id %q: want 1-128 characters of letters, digits and . _ : -, not only dots (the ids %s accepts), so that requests can name the run", clientID, HeaderRunID)
 	}
+	// A negative limit stays negative here (smaller than any), and
+	// Runs.Start refuses it.
 	spec.Limits = tighter(spec.Limits, storeLimits(cfg.TenantLimits(spec.Tenant)))
+	spec.Owned = true
 	return st.Runs.Start(ctx, spec)
 }
 

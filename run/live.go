@@ -87,8 +87,14 @@ func (e *entry) wait(ctx context.Context) error {
 // An ID already stored, or live or being started in this process, is an
 // error wrapping store.ErrConflict (returned once the other start has
 // settled, so a Get that follows finds the run). A run whose tenant (or
-// everything) is killed starts, and its first step is refused.
+// everything) is killed starts, and its first step is refused. A
+// negative limit is an error: it would read as no limit (0), and a
+// computed limit that went below zero (a budget less what is spent) must
+// not lift the bound.
 func (m *Manager) Start(ctx context.Context, s Spec) (*Run, error) {
+	if err := checkLimits(s.Limits); err != nil {
+		return nil, err
+	}
 	if s.ID == "" {
 		s.ID = ids.New()
 	}
@@ -116,6 +122,21 @@ func (m *Manager) Start(ctx context.Context, s Spec) (*Run, error) {
 		m.mu.Unlock()
 		return m.create(ctx, s, e)
 	}
+}
+
+// checkLimits refuses negative limits.
+func checkLimits(l store.Limits) error {
+	for _, f := range []struct {
+		name string
+		v    int64
+		show string
+	}{{"MaxTurns", int64(l.MaxTurns), fmt.Sprint(l.MaxTurns)}, {"Deadline", int64(l.Deadline), l.Deadline.String()},
+		{"MaxTokens", l.MaxTokens, fmt.Sprint(l.MaxTokens)}, {"MaxCost", int64(l.MaxCost), l.MaxCost.String()}} {
+		if f.v < 0 {
+			return fmt.Errorf("run: Spec.Limits.%s %s: want ≥ 0 (0 is no limit)", f.name, f.show)
+		}
+	}
+	return nil
 }
 
 func (m *Manager) create(ctx context.Context, s Spec, e *entry) (*Run, error) {
