@@ -966,13 +966,23 @@ func (a *Admitted) close() bool {
 // usage fn returns. When fn fails, the usage it returns (a partial stream,
 // say) is still charged, or the reservation released when it is zero; the
 // error returned is fn's, or the run's kill or stop failure when that is
-// what canceled fn. Admission refusals are returned as from Admit.
+// what canceled fn. Admission refusals are returned as from Admit. When
+// fn panics, the step is failed (its reservation released) and the panic
+// goes on up: a step left open would hold its money until the run ends.
 func (r *Run) Call(ctx context.Context, step Step, fn func(ctx context.Context) (budget.Usage, error)) error {
 	a, err := r.Admit(ctx, step)
 	if err != nil {
 		return err
 	}
-	u, ferr := fn(a.ctx)
+	u, ferr := func() (budget.Usage, error) {
+		defer func() {
+			if p := recover(); p != nil {
+				_ = a.Fail(context.WithoutCancel(ctx), fmt.Errorf("run: the step's function panicked: %v", p))
+				panic(p)
+			}
+		}()
+		return fn(a.ctx)
+	}()
 	if ferr == nil {
 		return a.Settle(ctx, u, Outcome{})
 	}

@@ -198,6 +198,11 @@ func storedKey(tenant, key string) string {
 //     wrapping ErrNoEffect abandons the key; any other error is stored and
 //     returned as *ToolError.
 //  5. the span "execute_tool {name}" records all of it.
+//
+// When fn panics, the step is closed and its span recorded (an error,
+// "panicked: …") before the panic goes on to the caller; the key stays
+// claimed, and once its lease runs out a repeat is OutcomeUnknown (the
+// effect may have happened), as for an owner that died.
 func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	attrs := map[string]any{
 		trace.AttrOperationName: "execute_tool",
@@ -224,7 +229,7 @@ func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Conte
 		})
 		return nil, err
 	}
-	res, err := r.tool(a, call, fn, attrs)
+	res, err, panicked := r.toolRecovering(a, call, fn, attrs)
 	a.close()
 	a.done()
 	status := trace.StatusOK
@@ -241,7 +246,24 @@ func (r *Run) Tool(ctx context.Context, call ToolCall, fn func(ctx context.Conte
 	})
 	_ = r.persist(context.WithoutCancel(ctx))
 	r.stepClosed()
+	if panicked != nil {
+		panic(panicked) // the step closed and recorded first
+	}
 	return res, err
+}
+
+// toolRecovering is tool, with a panic of fn recovered as the call's
+// error and returned to be raised again once the step is closed: an open
+// step would keep its run from ending. Its idempotency key stays claimed
+// until its lease runs out (the effect may have happened).
+func (r *Run) toolRecovering(a *Admitted, call ToolCall, fn func(context.Context) (json.RawMessage, error), attrs map[string]any) (res json.RawMessage, err error, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err, panicked = nil, &ToolError{Tool: call.Name, Message: fmt.Sprintf("panicked: %v", p)}, p
+		}
+	}()
+	res, err = r.tool(a, call, fn, attrs)
+	return res, err, nil
 }
 
 func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.RawMessage, error), attrs map[string]any) (json.RawMessage, error) {
