@@ -1,6 +1,7 @@
 // Package inproc serves HTTP requests through an http.Handler inside the
 // process, with streaming: the handler's writes reach the caller's
-// Response.Body as they happen (through an io.Pipe), and Flush is
+// Response.Body as they happen (through a pipe that buffers 64 KiB, as a
+// socket's send buffer does), and Flush is
 // supported, so server-sent events work as they do over a socket.
 //
 // belay uses it twice: package transport puts the gateway's handler under a
@@ -14,10 +15,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // RoundTripper returns an http.RoundTripper that serves every request with
@@ -33,7 +36,10 @@ import (
 // io.ErrUnexpectedEOF; before it, RoundTrip returns the error and no
 // response, as for a connection closed before an answer (one that wraps
 // syscall.ECONNRESET for http.ErrAbortHandler, which a simulated reset
-// raises). The panic is not re-raised.
+// raises). The panic is not re-raised. The handler's writes take a write
+// deadline (http.ResponseController.SetWriteDeadline) as a connection's
+// do: a write the caller does not read in time fails with ErrWriteTimeout,
+// and so does the caller's read of the body after it.
 func RoundTripper(h http.Handler) http.RoundTripper { return roundTripper{h} }
 
 type roundTripper struct{ h http.Handler }
@@ -51,8 +57,8 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	sreq.Proto, sreq.ProtoMajor, sreq.ProtoMinor = "HTTP/1.1", 1, 1
 
-	pr, pw := io.Pipe()
-	w := &writer{header: http.Header{}, pw: pw, ready: make(chan struct{}), req: req}
+	pp := newPipe()
+	w := &writer{header: http.Header{}, pp: pp, ready: make(chan struct{}), req: req}
 	go func() {
 		defer cancel(context.Canceled)
 		defer func() {
@@ -73,10 +79,11 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 					late = fmt.Errorf("inproc: handler aborted: %w", io.ErrUnexpectedEOF)
 				}
 				w.abort(early)
-				pw.CloseWithError(late)
+				pp.closeWrite(late)
 			}
 		}()
 		rt.h.ServeHTTP(w, sreq)
+		w.stopDeadline()
 		if err := context.Cause(ctx); err != nil {
 			// The caller gave up before the handler answered: the
 			// handler's return is no answer (over a socket nothing
@@ -86,13 +93,13 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		w.finish()
 		if err := context.Cause(ctx); err != nil {
-			pw.CloseWithError(err) // the caller gave up: not a clean end
+			pp.closeWrite(err) // the caller gave up: not a clean end
 		} else {
-			pw.Close()
+			pp.closeWrite(nil)
 		}
 	}()
 	// When the caller's context ends, the body ends with its error.
-	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(context.Cause(ctx)) })
+	stop := context.AfterFunc(ctx, func() { pp.closeWrite(context.Cause(ctx)) })
 
 	select {
 	case <-w.ready:
@@ -105,17 +112,17 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		default:
 			stop()
 			err := context.Cause(ctx)
-			pr.CloseWithError(err)
+			pp.closeRead(err)
 			return nil, err
 		}
 	}
 	resp := w.resp
 	if resp == nil { // the handler failed before answering
 		stop()
-		pr.CloseWithError(w.err)
+		pp.closeRead(w.err)
 		return nil, w.err
 	}
-	resp.Body = &body{pr: pr, cancel: cancel, stop: stop}
+	resp.Body = &body{pp: pp, cancel: cancel, stop: stop}
 	resp.Request = req
 	return resp, nil
 }
@@ -123,8 +130,17 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // writer is the handler's http.ResponseWriter.
 type writer struct {
 	header http.Header
-	pw     *io.PipeWriter
+	pp     *pipe
 	req    *http.Request
+
+	// The write deadline (SetWriteDeadline), as a socket's: a write
+	// started after it fails, and one blocked when it passes (the caller
+	// not reading) is failed then, the body ending with the error.
+	dmu      sync.Mutex
+	deadline time.Time
+	timer    *time.Timer
+	writing  bool
+	timedOut bool // the timer cut a write
 
 	once  sync.Once
 	ready chan struct{}
@@ -190,7 +206,64 @@ func (w *writer) Write(p []byte) (int, error) {
 	if w.req.Method == http.MethodHead {
 		return len(p), nil
 	}
-	return w.pw.Write(p)
+	w.dmu.Lock()
+	if !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
+		w.dmu.Unlock()
+		w.pp.closeWrite(ErrWriteTimeout)
+		return 0, ErrWriteTimeout
+	}
+	w.writing = true
+	w.dmu.Unlock()
+	n, err := w.pp.Write(p)
+	w.dmu.Lock()
+	w.writing = false
+	if err != nil && w.timedOut {
+		err = ErrWriteTimeout // the pipe says only "closed"
+	}
+	w.dmu.Unlock()
+	return n, err
+}
+
+// ErrWriteTimeout is the error of a handler's write that its write
+// deadline (http.ResponseController.SetWriteDeadline) cut off: the caller
+// did not read the response body in time. The caller's read of the body
+// ends with it too. It wraps os.ErrDeadlineExceeded, as a socket's does.
+var ErrWriteTimeout = fmt.Errorf("inproc: the response body was not read before the handler's write deadline: %w", os.ErrDeadlineExceeded)
+
+// SetWriteDeadline sets the deadline of the handler's writes, as
+// http.ResponseController.SetWriteDeadline does on a connection: a write
+// blocked on a caller that does not read fails when it passes, and a
+// write after it fails at once. The zero time is no deadline.
+func (w *writer) SetWriteDeadline(t time.Time) error {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.deadline = t
+	if t.IsZero() {
+		return nil
+	}
+	w.timer = time.AfterFunc(time.Until(t), func() {
+		w.dmu.Lock()
+		defer w.dmu.Unlock()
+		if w.writing && w.deadline.Equal(t) {
+			w.timedOut = true
+			w.pp.closeWrite(ErrWriteTimeout)
+		}
+	})
+	return nil
+}
+
+// stopDeadline stops the write deadline's timer once the handler returned.
+func (w *writer) stopDeadline() {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
 }
 
 // Flush sends the header if it was not sent; written bytes need no
@@ -232,7 +305,7 @@ func contains(s []string, k string) bool {
 
 // body is the caller's Response.Body.
 type body struct {
-	pr     *io.PipeReader
+	pp     *pipe
 	cancel context.CancelCauseFunc
 	stop   func() bool
 }
@@ -241,10 +314,11 @@ type body struct {
 // closes the body early.
 var errBodyClosed = errors.New("inproc: response body closed by the client")
 
-func (b *body) Read(p []byte) (int, error) { return b.pr.Read(p) }
+func (b *body) Read(p []byte) (int, error) { return b.pp.Read(p) }
 
 func (b *body) Close() error {
 	b.stop()
 	b.cancel(errBodyClosed)
-	return b.pr.CloseWithError(errBodyClosed)
+	b.pp.closeRead(errBodyClosed)
+	return nil
 }

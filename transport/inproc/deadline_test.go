@@ -1,0 +1,87 @@
+package inproc
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A write deadline works as on a socket (adversarial review: in process,
+// timeouts.client_write did nothing, and a body never read held its call,
+// and the run's next one, until their contexts ended): a write blocked on
+// a caller that does not read fails when the deadline passes; a deadline
+// that passes with no write pending fails only a later write, unless it
+// is renewed first.
+func TestWriteDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errs := make(chan error, 4)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rc := http.NewResponseController(w)
+			_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
+			_, err := io.WriteString(w, "first") // read at once
+			errs <- err
+			time.Sleep(2 * time.Second) // the deadline passes, no write pending
+			_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
+			_, err = io.WriteString(w, "second") // buffered: read 500ms later
+			errs <- err
+			start := time.Now()
+			_, err = w.Write(make([]byte, 2*pipeBuffer)) // never read: the buffer takes half
+
+			errs <- err
+			if d := time.Since(start); d != time.Second {
+				t.Errorf("the blocked write failed after %v; want 1s, at the deadline", d)
+			}
+		})
+		resp, err := (&http.Client{Transport: RoundTripper(h)}).Get("http://belay.invalid/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "first" {
+			t.Fatalf("first read: %q, %v", buf, err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		buf = make([]byte, 6)
+		if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "second" {
+			t.Fatalf("second read: %q, %v", buf, err)
+		}
+		for i, want := range []error{nil, nil, os.ErrDeadlineExceeded} {
+			if err := <-errs; (want == nil) != (err == nil) || want != nil && !errors.Is(err, want) {
+				t.Errorf("write %d: %v, want %v", i+1, err, want)
+			}
+		}
+		time.Sleep(time.Second) // long past the deadline: the caller reads now
+		if b, err := io.ReadAll(resp.Body); len(b) != pipeBuffer || !errors.Is(err, ErrWriteTimeout) {
+			t.Errorf("the caller's read after the cut: %d bytes, %v; want the %d buffered, then ErrWriteTimeout", len(b), err, pipeBuffer)
+		}
+	})
+}
+
+// A write after the deadline, with none pending when it passed, fails at
+// once.
+func TestWriteAfterDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errc := make(chan error, 1)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(200)
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Second))
+			time.Sleep(2 * time.Second)
+			_, err := io.WriteString(w, "late")
+			errc <- err
+		})
+		resp, err := (&http.Client{Transport: RoundTripper(h)}).Get("http://belay.invalid/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		go io.Copy(io.Discard, resp.Body)
+		if err := <-errc; !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("a write after the deadline: %v", err)
+		}
+	})
+}
