@@ -395,7 +395,14 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	if err := r.waitPrivate(ctx); err != nil {
 		return err
 	}
-	if failed, err := r.m.reserve(ctx, rs); err != nil {
+	failed, err := r.m.reserve(ctx, rs)
+	for i := 0; i < len(holdWaits) && err != nil && r.holdsMayClear(ctx, err); i++ {
+		if werr := r.waitForHolds(ctx, holdWaits[i]); werr != nil {
+			break // the refusal stands
+		}
+		failed, err = r.m.reserve(ctx, rs)
+	}
+	if err != nil {
 		if !errors.Is(err, budget.ErrExceeded) {
 			return fmt.Errorf("run: reserve: %w", err)
 		}
@@ -482,6 +489,48 @@ func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, er
 		}
 	}
 	return 0, nil
+}
+
+// holdWaits are the waits before a reservation the ledger refused is asked
+// again, while holds may clear (holdsMayClear): the first (0) waits for
+// this process's own settles of the scope to be written, the others for
+// another process's, about 0.4 s in all. A refusal comes that much
+// later; an admission that fits is not delayed at all.
+var holdWaits = []time.Duration{0, 25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+
+// holdsMayClear reports whether a reservation the ledger refused (err)
+// would fit the scope once what is held there is settled: the scope's
+// settled amount plus the reservation is within its limit, so what stops
+// it is held by steps in flight or by settles not yet written. A step's
+// estimate (its prompt and whole output limit) often dwarfs its cost, and
+// a settle within it is written in the background: a run whose next call
+// came at once was stopped budget_exceeded with 1% of its limit spent
+// (adversarial review, session 26). Turns are spent when admitted: a turn
+// scope never clears.
+func (r *Run) holdsMayClear(ctx context.Context, err error) bool {
+	ee, ok := errors.AsType[*budget.ExceededError](err)
+	if !ok || ee.Scope == TurnScope(r.id) || ee.Limit <= 0 {
+		return false
+	}
+	b, berr := r.m.st.Balance(ctx, ee.Scope)
+	return berr == nil && b.Reserved > 0 && b.Settled.Add(ee.Amount) <= ee.Limit
+}
+
+// waitForHolds waits d, or, for d = 0, until this process's settles are
+// written: the run's own, or every run's for a tenant's scope. It returns
+// ctx's error when ctx ends first.
+func (r *Run) waitForHolds(ctx context.Context, d time.Duration) error {
+	if d == 0 {
+		return r.m.Flush(ctx)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // notFit is the message of a money refusal: what was estimated, and which

@@ -390,7 +390,10 @@ type gateStore struct {
 }
 
 func (g *gateStore) ReserveAll(ctx context.Context, rs []budget.Reservation) error {
-	g.entered <- struct{}{}
+	select {
+	case g.entered <- struct{}{}:
+	default: // a refused reservation asked again (holdWaits): announced once
+	}
 	<-g.gate
 	return g.Store.ReserveAll(ctx, rs)
 }
