@@ -168,8 +168,11 @@ type Config struct {
 	// memory stores, not for PostgreSQL (shared by replicas).
 	FirstStepInMemory bool
 	// StoreRetryFor bounds the background retries of a store write that
-	// failed (a settle, a run record), with backoff from 100ms to 5s.
-	// Default 1 minute; negative disables retries (the error is returned).
+	// failed (a run record), with backoff from 100ms to
+	// 5s. Default 1 minute; negative disables retries (the error is
+	// returned). A ledger settle of money or tokens already used is
+	// retried until Close instead, its reservation renewed meanwhile:
+	// given up, the spend would be lost from the ledger.
 	StoreRetryFor time.Duration
 	// Logger receives store write failures (WARN per failed try, ERROR
 	// when one is given up); nil means slog.Default().

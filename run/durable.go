@@ -64,9 +64,28 @@ func permanent(err error) bool {
 // last error (nil on success). With a negative StoreRetryFor, or after
 // Close, nothing is retried and fn's error is returned.
 func (m *Manager) durably(ctx context.Context, op, runID string, fn func(context.Context) error, done func(error)) error {
+	return m.durablyFor(ctx, m.cfg.StoreRetryFor, op, runID, fn, done)
+}
+
+// durablyMoney is durably for the ledger writes of money already spent (a
+// step's settle): they are retried until the Manager closes, not for
+// StoreRetryFor only. Given up, the spend would be lost from the ledger
+// while the process lives and knows it: the step's reservation, no longer
+// renewed, expires as unspent, and the tenant's budget under-counts it
+// (adversarial review, session 26: a store back after 65 s).
+func (m *Manager) durablyMoney(ctx context.Context, op, runID string, fn func(context.Context) error, done func(error)) error {
+	retryFor := m.cfg.StoreRetryFor
+	if retryFor >= 0 {
+		retryFor = 0 // until Close
+	}
+	return m.durablyFor(ctx, retryFor, op, runID, fn, done)
+}
+
+// durablyFor is durably with retries for up to retryFor (0: until Close).
+func (m *Manager) durablyFor(ctx context.Context, retryFor time.Duration, op, runID string, fn func(context.Context) error, done func(error)) error {
 	err := fn(context.WithoutCancel(ctx))
 	m.storeDown.Store(err != nil && !permanent(err))
-	if err == nil || permanent(err) || m.cfg.StoreRetryFor < 0 || !m.retry.add() {
+	if err == nil || permanent(err) || retryFor < 0 || !m.retry.add() {
 		if err != nil && !permanent(err) {
 			m.giveUp(op, runID, err)
 		}
@@ -79,7 +98,7 @@ func (m *Manager) durably(ctx context.Context, op, runID string, fn func(context
 	m.log.Warn("run: store write failed; retrying", "op", op, "run_id", runID, "attempt", 1, "err", err)
 	go func() {
 		defer m.retry.wg.Done()
-		err := m.retryLoop(op, runID, fn)
+		err := m.retryLoop(retryFor, op, runID, fn)
 		if done != nil {
 			done(err)
 		}
@@ -87,8 +106,8 @@ func (m *Manager) durably(ctx context.Context, op, runID string, fn func(context
 	return nil
 }
 
-func (m *Manager) retryLoop(op, runID string, fn func(context.Context) error) error {
-	until := time.Now().Add(m.cfg.StoreRetryFor)
+func (m *Manager) retryLoop(retryFor time.Duration, op, runID string, fn func(context.Context) error) error {
+	until := time.Now().Add(retryFor)
 	wait := retryFirstWait
 	for attempt := 2; ; attempt++ {
 		t := time.NewTimer(wait)
@@ -105,7 +124,7 @@ func (m *Manager) retryLoop(op, runID string, fn func(context.Context) error) er
 			m.storeDown.Store(false)
 			m.log.Info("run: store write recovered", "op", op, "run_id", runID, "attempt", attempt)
 			return nil
-		case permanent(err) || closing || !time.Now().Add(wait).Before(until):
+		case permanent(err) || closing || retryFor > 0 && !time.Now().Add(wait).Before(until):
 			m.giveUp(op, runID, err)
 			return err
 		}

@@ -193,7 +193,7 @@ func (a *Admitted) settleWrite(ctx context.Context, op string, fn func(context.C
 	}
 	r.settling[a]++
 	r.mu.Unlock()
-	return r.m.durably(ctx, op, r.id, fn, func(error) {
+	return r.m.durablyMoney(ctx, op, r.id, fn, func(error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.settling[a]--; r.settling[a] <= 0 {
@@ -387,7 +387,7 @@ func (a *Admitted) spend(ctx context.Context, cost budget.USD, turn bool, in, ou
 		a.privateWritten()
 		return nil
 	}
-	return r.m.durably(ctx, "settle", r.id, func(ctx context.Context) error {
+	return r.m.durablyMoney(ctx, "settle", r.id, func(ctx context.Context) error {
 		_, err := r.m.reserve(ctx, rs)
 		if err != nil && !errors.Is(err, store.ErrConflict) { // a conflict: an earlier try committed
 			return err
