@@ -9,6 +9,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
+	"github.com/belay-run/belay/trace"
 )
 
 // slowSettle is a store whose ledger settles take 40 ms, as a loaded
@@ -95,6 +96,81 @@ func TestRefusalBySpendIsImmediate(t *testing.T) {
 		}
 		if d := time.Since(start); d != 0 {
 			t.Errorf("the refusal came after %v; want it at once", d)
+		}
+	})
+}
+
+// The run span a process writes carries the whole run's counts, every
+// process's steps, as the run's record does (adversarial review, session
+// 26: each replica overwrote the span with its own share).
+func TestRunSpanCountsEveryProcess(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r1 := f.start(t, Spec{ID: "shared"})
+	r2, err := f.second(t).Get(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(r *Run, in int64) {
+		t.Helper()
+		if err := r.Call(ctx, modelStep(cents(5)), func(context.Context) (budget.Usage, error) { return usage(in, 1), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call(r1, 1)
+	call(r2, 2)
+	call(r2, 3)
+	if err := r2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Finish(ctx, store.RunSucceeded, nil); err != nil {
+		t.Fatal(err)
+	}
+	spans := f.sink.byKind(trace.KindRun)
+	var last trace.Span
+	for _, s := range spans {
+		if s.RunID == "shared" {
+			last = s
+		}
+	}
+	if last.Attrs["belay.run.turns"] != int64(3) || last.Attrs[trace.AttrInputTokens] != int64(6) ||
+		last.Attrs[trace.AttrOutputTokens] != int64(3) || last.Attrs[trace.AttrCostUSD] != cents(12).Float() {
+		t.Errorf("run span %v; want 3 turns, 6/3 tokens, $0.12 (both processes' steps)", last.Attrs)
+	}
+}
+
+// The end answer counts a call another process answered just before,
+// whose settle reaches the ledger after the end is asked (adversarial
+// review, session 26).
+func TestEndCountsAnotherProcessesLastCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, nil)
+		ctx := context.Background()
+		m2, err := NewManager(Config{Store: slowSettle{f.st}, Pricing: testPricing(t), Sink: f.sink, Owner: "second"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m2.Close()
+		r1 := f.start(t, Spec{ID: "ended", Tenant: "acme"})
+		if err := r1.Call(ctx, modelStep(cents(5)), func(context.Context) (budget.Usage, error) { return usage(1, 1), nil }); err != nil {
+			t.Fatal(err)
+		}
+		r2, err := m2.Get(ctx, "ended")
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := modelStep(cents(5))
+		step.EstimatedTokens = 10 // held in the token scope until settled, as a gateway call's prompt and output limit
+		if err := r2.Call(ctx, step, func(context.Context) (budget.Usage, error) { return usage(2, 1), nil }); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := f.m.End(ctx, "ended", "acme", store.RunSucceeded, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Turns != 2 || rec.Cost != cents(7) || rec.InputTokens != 3 || rec.OutputTokens != 2 {
+			t.Errorf("end answer: %d turns, %s, %d/%d tokens; want 2 turns, $0.07, 3/2 (both processes' calls)",
+				rec.Turns, rec.Cost, rec.InputTokens, rec.OutputTokens)
 		}
 	})
 }

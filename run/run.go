@@ -146,6 +146,10 @@ func (r *Run) recordRunSpan() {
 	r.m.sink.Record(r.runSpan())
 }
 
+// runSpanReadTimeout bounds the ledger reads that raise a run span's
+// counts to every process's (runSpan).
+const runSpanReadTimeout = 2 * time.Second
+
 // deadlineFailure is the cause a run's context ends with at its deadline.
 func (r *Run) deadlineFailure() *failure.Error {
 	return &failure.Error{Kind: failure.Fatal, Reason: failure.DeadlineExceeded,
@@ -813,6 +817,17 @@ func (r *Run) counted(ctx context.Context) store.Run {
 			r.refresh(stored)
 		}
 	}
+	r.mu.Lock()
+	rec := r.rec
+	rec.Labels = maps.Clone(rec.Labels)
+	r.mu.Unlock()
+	return r.ledgerCounted(ctx, rec)
+}
+
+// ledgerCounted returns rec with its turns, cost and tokens raised to the
+// ledger's, which count every process's steps of the run; a scope that
+// cannot be read leaves its count.
+func (r *Run) ledgerCounted(ctx context.Context, rec store.Run) store.Run {
 	var ledger store.Run
 	turns, cost := ledgerScopes(r.id)
 	if b, err := r.m.st.Balance(ctx, turns); err == nil {
@@ -821,10 +836,6 @@ func (r *Run) counted(ctx context.Context) store.Run {
 	if b, err := r.m.st.Balance(ctx, cost); err == nil {
 		ledger.Cost = b.Settled
 	}
-	r.mu.Lock()
-	rec := r.rec
-	rec.Labels = maps.Clone(rec.Labels)
-	r.mu.Unlock()
 	raise(&rec, ledger)
 	return r.tokensCounted(ctx, rec)
 }

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -55,10 +56,33 @@ func failAttrs(attrs map[string]any, err error) {
 }
 
 // runSpan is the run's span as of now: "invoke_agent {agent}".
+//
+// A run that other processes may serve (not Single) has its turns, tokens
+// and cost raised to the ledger's, as its record is: every process that
+// serves a step of the run writes the span, under one id, and each must
+// write the whole run's counts, not its own share (adversarial review,
+// session 26: the span said 1 turn of 4, each replica overwriting it).
 func (r *Run) runSpan() trace.Span {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return runSpanOf(r.rec, r.costEstimated, r.eventsDropped, r.events)
+	rec := r.rec
+	costEstimated, dropped, events := r.costEstimated, r.eventsDropped, r.events
+	sp := runSpanOf(rec, costEstimated, dropped, events) // events copied under the lock
+	r.mu.Unlock()
+	if !r.ledgerCounts() {
+		return sp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runSpanReadTimeout)
+	defer cancel()
+	raised := r.ledgerCounted(ctx, rec)
+	if raised.Turns == rec.Turns && raised.Cost == rec.Cost && raised.InputTokens == rec.InputTokens &&
+		raised.OutputTokens == rec.OutputTokens {
+		return sp
+	}
+	sp.Attrs[trace.AttrInputTokens] = raised.InputTokens
+	sp.Attrs[trace.AttrOutputTokens] = raised.OutputTokens
+	sp.Attrs[trace.AttrCostUSD] = raised.Cost.Float()
+	sp.Attrs["belay.run.turns"] = int64(raised.Turns)
+	return sp
 }
 
 // runSpanOf is the run span of record rec: "invoke_agent {agent}", with
