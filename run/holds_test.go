@@ -174,3 +174,31 @@ func TestEndCountsAnotherProcessesLastCall(t *testing.T) {
 		}
 	})
 }
+
+// A model call its admission refuses while the run runs (a turn limit)
+// is in the trace, a chat span with the refusal (adversarial review,
+// session 26: the 403s past the turn limit were nowhere).
+func TestRefusedCallIsTraced(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	r := f.start(t, Spec{ID: "capped", Limits: store.Limits{MaxTurns: 1}})
+	a, err := r.Admit(ctx, modelStep(cents(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Admit(ctx, modelStep(cents(1))); err == nil { // the turn is in flight
+		t.Fatal("a second turn admitted under max_turns 1")
+	}
+	if err := a.Settle(ctx, usage(1, 0), Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	var refused int
+	for _, s := range f.sink.byKind(trace.KindModel) {
+		if s.RunID == "capped" && s.Status == trace.StatusError && s.Attrs[trace.AttrErrorType] == "max_turns_exceeded" {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d refused chat spans; want 1", refused)
+	}
+}

@@ -266,16 +266,15 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 			r.privateOpen++
 		}
 	}
-	maxTurns, ended := r.rec.Limits.MaxTurns, r.ended
+	maxTurns := r.rec.Limits.MaxTurns
 	r.mu.Unlock()
 	if inFlight {
 		a.done()
+		r.recordRefused(a, ferr)
 		return nil, ferr
 	}
 	if ferr != nil {
-		if ended && s.Kind == KindModel {
-			r.recordRefusedAfterEnd(a, ferr)
-		}
+		r.recordRefused(a, ferr)
 		err := r.refuse(ctx, a, ferr)
 		r.endSingle(err)
 		return nil, err
@@ -294,6 +293,7 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 		r.mu.Unlock()
 		defer r.stepClosed()
 		if fe := failure.As(err); fe != nil {
+			r.recordRefused(a, fe)
 			err = r.refuse(ctx, a, fe)
 		} else {
 			a.done()
@@ -758,13 +758,18 @@ func (r *Run) refuse(ctx context.Context, a *Admitted, fe *failure.Error) error 
 	return fe
 }
 
-// recordRefusedAfterEnd records the span of a model step refused because
-// its run had ended (its deadline passed after its last call, which ended
-// it by that call's outcome; or it was stopped or finished): a "chat"
-// span with status error and the refusal's reason, so the run's trace
-// shows that its agent called again (a newcomer found the 504 of such a
-// call nowhere). The run's own span and record are left as they are.
-func (r *Run) recordRefusedAfterEnd(a *Admitted, fe *failure.Error) {
+// recordRefused records the span of a model step its admission refused
+// (a limit, a kill, the run ended: its deadline passed after its last
+// call, or it was stopped or finished): a "chat" span with status error
+// and the refusal's reason, so the run's trace shows every call its agent
+// made (a newcomer found the 504 of a call after the run's end nowhere; an
+// adversarial review, the 403s of calls past the turn limit). The run's
+// own span and record are left as they are. A tool step's refusal is
+// recorded by Run.Tool.
+func (r *Run) recordRefused(a *Admitted, fe *failure.Error) {
+	if a.step.Kind != KindModel || fe == nil {
+		return
+	}
 	a.end = a.start
 	r.m.sink.Record(a.modelSpan(budget.Usage{}, Outcome{Err: fe}, 0, false))
 }
