@@ -210,7 +210,8 @@ func Build(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	ropts := trace.RecorderOptions{Payload: trace.PayloadPolicy{Capture: trace.Capture(cfg.Capture)}, Logger: o.Logger}
+	ropts := trace.RecorderOptions{Payload: trace.PayloadPolicy{Capture: trace.Capture(cfg.Capture)}, Logger: o.Logger,
+		MaxRetries: spanWriteRetries}
 	if cfg.Capture == config.CaptureRedacted && len(cfg.Redact) > 0 {
 		red, err := trace.NewRedactor(cfg.Redact)
 		if err != nil {
@@ -382,6 +383,15 @@ func decideHint(id, storeArg string) string {
 	}
 	return "belay approvals approve|deny " + id + " " + storeArg + " (or POST /admin/approvals/" + id + "/approve|deny on the gateway)"
 }
+
+// spanWriteRetries is how many times the trace recorder retries a batch
+// of spans the store refused: with its backoff (50 ms doubling to 2 s) it
+// keeps trying for about a minute, as run records and settles are retried
+// (run.Config.StoreRetryFor), while its queue (8192 spans) holds the
+// spans that come meanwhile. With the recorder's default (3), a store
+// away for a second lost the spans of answered, charged calls
+// (adversarial review, session 26).
+const spanWriteRetries = 35
 
 // Close stops the run manager, flushes the traces, closes the store
 // (unless it was given in Options) and the idle upstream connections.

@@ -57,7 +57,8 @@ type RecorderOptions struct {
 	// blocking the caller.
 	DropWhenFull bool
 	// MaxRetries is how many times a failed write is retried before its
-	// batch is dropped. Default 3; negative means no retry.
+	// batch is dropped. Default 3; negative means no retry. Once Close
+	// is called, a write is retried at most 3 times.
 	MaxRetries int
 	// RetryBackoff is the wait before the first retry, doubled for each
 	// further one (at most 2 s). Default 50 ms.

@@ -116,7 +116,13 @@ func (r *Recorder) process(batch []Span) {
 	r.logQueueFull()
 }
 
-// write calls WriteSpans, retrying MaxRetries times with doubling backoff.
+// closingRetries bounds the retries of a write once Close was called: a
+// long MaxRetries (a store away for a minute) must not hold Close for
+// that long per batch.
+const closingRetries = 3
+
+// write calls WriteSpans, retrying MaxRetries times with doubling backoff
+// (closingRetries at most once the Recorder is closing).
 func (r *Recorder) write(batch []Span) error {
 	backoff := r.opts.RetryBackoff
 	for attempt := 0; ; attempt++ {
@@ -127,7 +133,10 @@ func (r *Recorder) write(batch []Span) error {
 			return nil
 		}
 		r.writeErrors.Add(1)
-		if attempt >= r.opts.MaxRetries {
+		r.mu.Lock()
+		closing := r.closed
+		r.mu.Unlock()
+		if attempt >= r.opts.MaxRetries || closing && attempt >= closingRetries {
 			return err
 		}
 		t := time.NewTimer(backoff)

@@ -426,3 +426,25 @@ func BenchmarkRecorder(b *testing.B) {
 	b.ReportMetric(float64(st.Dropped), "dropped")
 	_ = r.Close(context.Background())
 }
+
+// With many retries (a store away for a minute), Close does not wait for
+// all of them: a batch being retried when Close comes gets at most
+// closingRetries more.
+func TestRecorderCloseBoundsRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &memWriter{fail: 1 << 30, err: errWrite}
+		r := NewRecorder(w, RecorderOptions{MaxRetries: 35, RetryBackoff: 50 * time.Millisecond,
+			Logger: quietLogger(new(bytes.Buffer))})
+		r.Record(span(1))
+		go r.Flush(context.Background())
+		time.Sleep(time.Second) // the batch is being retried
+		start := time.Now()
+		err := r.Close(context.Background())
+		if !errors.Is(err, ErrDropped) {
+			t.Errorf("Close = %v, want ErrDropped", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("Close took %v; want the few retries closingRetries allows, not a minute", d)
+		}
+	})
+}
