@@ -2,11 +2,13 @@ package run
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/memstore"
 	"github.com/belay-run/belay/trace"
@@ -200,5 +202,38 @@ func TestRefusedCallIsTraced(t *testing.T) {
 	}
 	if refused != 1 {
 		t.Errorf("%d refused chat spans; want 1", refused)
+	}
+}
+
+// A model step that cannot be priced before it runs is refused in a run
+// with a money limit, which goes on; without one it is admitted
+// (adversarial review, session 26: such steps reserved $0, and 43 of 50
+// concurrent ones were admitted against a $0.01 limit).
+func TestUnestimatedStepUnderAMoneyLimit(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	limited := f.start(t, Spec{ID: "limited", Limits: store.Limits{MaxCost: cents(10)}})
+	for _, s := range []Step{
+		{Kind: KindModel, Provider: "test", Model: "m"},                                                    // no tokens
+		{Kind: KindModel, Provider: "test", Model: "no-such-model", PromptTokens: 10, MaxOutputTokens: 10}, // no price
+	} {
+		_, err := limited.Admit(ctx, s)
+		if !errors.Is(err, ErrNoEstimate) || failure.As(err) != nil {
+			t.Errorf("Admit(%+v) = %v; want ErrNoEstimate, not a failure that stops the run", s, err)
+		}
+	}
+	if limited.isEnded() {
+		t.Error("the run stopped on a step it could not estimate")
+	}
+	a, err := limited.Admit(ctx, Step{Kind: KindModel, Provider: "test", Model: "m", PromptTokens: 1, MaxOutputTokens: 1})
+	if err != nil {
+		t.Fatalf("a priced step: %v", err)
+	}
+	_ = a.Settle(ctx, usage(1, 1), Outcome{})
+	free := f.start(t, Spec{ID: "free"})
+	if b, err := free.Admit(ctx, Step{Kind: KindModel, Provider: "test", Model: "m"}); err != nil {
+		t.Errorf("no money limit: %v", err)
+	} else {
+		_ = b.Settle(ctx, usage(1, 1), Outcome{})
 	}
 }

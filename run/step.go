@@ -59,6 +59,22 @@ func turnsUsed(max int) string {
 	return fmt.Sprintf("run used its %d turns", max)
 }
 
+// ErrNoEstimate is returned (wrapped) by Admit for a model step that
+// cannot be priced before it runs (no tokens, no EstimatedCost, or a model
+// without a price) in a run with a money limit (its MaxCost, or its
+// tenant's budget): nothing would be reserved for it. The run goes on.
+var ErrNoEstimate = errors.New("the step has no cost estimate")
+
+// moneyLimited reports whether the run's spend is bounded: its MaxCost or
+// its tenant's budget.
+func (r *Run) moneyLimited() bool {
+	r.mu.Lock()
+	maxCost := r.rec.Limits.MaxCost
+	r.mu.Unlock()
+	tb, _ := r.m.cfg.tenantBudget(r.tenant)
+	return maxCost > 0 || tb.Limit > 0
+}
+
 // ErrSettled is returned by Settle or Fail on a step already settled or
 // failed.
 var ErrSettled = errors.New("run: step already settled")
@@ -187,7 +203,11 @@ func (r *Run) waitQuoted(ctx context.Context) error {
 // A step of the run that was quoted (Admitted.Quote) and is settling is
 // waited for first, so that its actual usage, not its estimate, counts; a
 // ctx that ends meanwhile gives a Fatal Canceled or DeadlineExceeded
-// failure and admits nothing.
+// failure and admits nothing. A model step whose cost cannot be estimated
+// (no EstimatedCost, and no tokens or no price to estimate it from) is
+// refused in a run with a money limit, its own or its tenant's, with an
+// error wrapping ErrNoEstimate that stops nothing: nothing would be
+// reserved for it.
 func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	if err := r.settleQuoted(ctx); err != nil {
 		return nil, err
@@ -195,9 +215,23 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	if s.Kind == "" {
 		s.Kind = KindModel
 	}
-	if s.EstimatedCost == 0 && s.Kind == KindModel && (s.PromptTokens > 0 || s.MaxOutputTokens > 0) {
-		if c, err := r.m.pricing.Estimate(s.Provider, s.Model, s.PromptTokens, s.MaxOutputTokens); err == nil {
-			s.EstimatedCost = c
+	var noEstimate error
+	if s.EstimatedCost == 0 && s.Kind == KindModel {
+		why := "it gives no PromptTokens, MaxOutputTokens or EstimatedCost"
+		if s.PromptTokens > 0 || s.MaxOutputTokens > 0 {
+			c, err := r.m.pricing.Estimate(s.Provider, s.Model, s.PromptTokens, s.MaxOutputTokens)
+			s.EstimatedCost, why = c, ""
+			if err != nil {
+				why = err.Error()
+			}
+		}
+		if why != "" && r.moneyLimited() {
+			// Nothing would be reserved: calls in flight together could
+			// spend past the limit (adversarial review: 43 of 50
+			// concurrent calls admitted against $0.01). Refused below,
+			// once the run's own refusals (ended, killed, …) are known.
+			noEstimate = fmt.Errorf("run: %w: a model step of a run with a money limit must be estimated, and %s "+
+				"(provider %q, model %q): set Step.EstimatedCost, or the prompt and output tokens of a priced model", ErrNoEstimate, why, s.Provider, s.Model)
 		}
 	}
 	if s.EstimatedTokens == 0 {
@@ -237,6 +271,11 @@ func (r *Run) Admit(ctx context.Context, s Step) (*Admitted, error) {
 	inFlight := ferr != nil && !r.ended && ferr.Reason == failure.MaxTurnsExceeded && r.rec.Turns-r.reserving < r.rec.Limits.MaxTurns
 	if inFlight {
 		ferr = refusal(failure.MaxTurnsExceeded, "run's %d turns are all used or being admitted", r.rec.Limits.MaxTurns)
+	}
+	if ferr == nil && noEstimate != nil {
+		r.mu.Unlock()
+		a.done()
+		return nil, noEstimate
 	}
 	if r.single && !r.ended && r.rec.Turns+r.rec.ToolCalls > 0 && (ferr == nil || ferr.Reason != failure.Killed) {
 		// Not a limit of the run, whatever limit a second step would
