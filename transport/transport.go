@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/gateway"
@@ -76,8 +77,9 @@ func New(o Options) http.RoundTripper {
 }
 
 type roundTripper struct {
-	o  Options
-	rt http.RoundTripper
+	o     Options
+	rt    http.RoundTripper
+	drain *drain // Open's: counts the calls in flight for Close
 	// prefix is "TENANT~" of Options.Key's tenant when the stack Open
 	// built has tenants: a run id holding it (Transport.StartRun's
 	// run.ID()) is sent without it, as the gateway's clients name runs.
@@ -90,6 +92,12 @@ func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Body.Close()
 		}
 		return nil, ErrNoHandler
+	}
+	if t.drain != nil && !t.drain.enter() {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, ErrClosed
 	}
 	id, _ := r.Context().Value(runIDKey{}).(string)
 	if id == "" {
@@ -134,6 +142,8 @@ type Transport struct {
 	// tenant is Options.Key's tenant ("" without a key, or a key that is
 	// no tenant's).
 	tenant string
+	drain  *drain
+	grace  time.Duration // the config's timeouts.shutdown
 }
 
 // StartRun starts a run whose calls through t are its turns (pass r.ID()
@@ -174,9 +184,11 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Transport, error
 	if err != nil {
 		return nil, err
 	}
-	o.Handler = st.Server.Handler()
+	d := newDrain()
+	o.Handler = d.handler(st.Server.Handler())
 	rt := New(o).(*roundTripper)
-	tr := &Transport{RoundTripper: rt, Stack: st}
+	rt.drain = d
+	tr := &Transport{RoundTripper: rt, Stack: st, drain: d, grace: cfg.Timeouts.Shutdown.D()}
 	if o.Key != "" {
 		if name, ok := st.TenantOf(o.Key); ok && len(cfg.Tenants) > 0 {
 			tr.tenant, rt.prefix = name, name+gateway.RunKeySep
@@ -188,5 +200,16 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Transport, error
 	return tr, nil
 }
 
-// Close closes the stack.
-func (t *Transport) Close(ctx context.Context) error { return t.Stack.Close(ctx) }
+// Close refuses further requests (ErrClosed) and lets those in flight
+// finish, for up to the config's timeouts.shutdown (10 s by default) or
+// until ctx ends, so that they are charged and recorded before the store
+// closes (a stream read after Close used to end well for its caller while
+// its charge and record were lost); the calls still open then are
+// canceled, charged for what they used, and their streams end with an
+// error. Then it closes the stack.
+func (t *Transport) Close(ctx context.Context) error {
+	if t.drain != nil {
+		t.drain.close(ctx, t.grace)
+	}
+	return t.Stack.Close(ctx)
+}
