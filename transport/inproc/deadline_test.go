@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -84,4 +85,44 @@ func TestWriteAfterDeadline(t *testing.T) {
 			t.Errorf("a write after the deadline: %v", err)
 		}
 	})
+}
+
+// failingBody yields some bytes, then fails.
+type failingBody struct{ n int }
+
+var errDisk = errors.New("disk on fire")
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if b.n > 0 {
+		b.n--
+		return copy(p, "{\"a\":"), nil
+	}
+	return 0, errDisk
+}
+
+// A request body that fails to read fails the request with its error, as
+// over a connection, whatever the handler answered for the body it did
+// not get (adversarial review, session 26: a vague 400, no Go error).
+func TestRequestBodyErrorFailsTheRequest(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "reading the request body failed", http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	c := &http.Client{Transport: RoundTripper(h)}
+	_, err := c.Post("http://belay.invalid/x", "application/json", &failingBody{n: 1})
+	if !errors.Is(err, errDisk) {
+		t.Errorf("Post with a failing body: %v; want the body's error", err)
+	}
+	resp, err := c.Post("http://belay.invalid/x", "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ok" {
+		t.Errorf("a good body: %q", b)
+	}
 }

@@ -47,8 +47,12 @@ type roundTripper struct{ h http.Handler }
 func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	sreq := req.Clone(ctx)
+	var rb *reqBody
 	if sreq.Body == nil {
 		sreq.Body = http.NoBody
+	} else {
+		rb = &reqBody{ReadCloser: sreq.Body}
+		sreq.Body = rb
 	}
 	sreq.RemoteAddr = "inproc"
 	sreq.RequestURI = req.URL.RequestURI()
@@ -122,9 +126,49 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		pp.closeRead(w.err)
 		return nil, w.err
 	}
+	if err := rb.failed(); err != nil {
+		// The caller's body failed to read: as over a connection, the
+		// request fails with that error, whatever the handler made of
+		// the body it did not get (adversarial review: a vague 400, and
+		// no Go error).
+		stop()
+		cancel(err)
+		pp.closeRead(err)
+		return nil, fmt.Errorf("inproc: reading the request body: %w", err)
+	}
 	resp.Body = &body{pp: pp, cancel: cancel, stop: stop}
 	resp.Request = req
 	return resp, nil
+}
+
+// reqBody is the caller's request body as the handler reads it: it keeps
+// the first read error that is not the body's end.
+type reqBody struct {
+	io.ReadCloser
+	mu  sync.Mutex
+	err error
+}
+
+func (b *reqBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// failed returns the body's read error (nil for a nil body).
+func (b *reqBody) failed() error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // writer is the handler's http.ResponseWriter.
