@@ -290,6 +290,40 @@ func ArgAtMost(path string, max float64) Predicate {
 	}
 }
 
+// decideWithin asks ap to decide a, and returns when it does or when ctx
+// ends (with ctx's error), whichever comes first: an Approver that ignores
+// its context cannot hold the tool call past the run's deadline or a kill
+// (adversarial review, session 26). Its decision, when it comes later, is
+// not used (the request is expired by then).
+func decideWithin(ctx context.Context, ap Approver, a store.Approval) (store.ApprovalState, string, error) {
+	type decision struct {
+		state store.ApprovalState
+		by    string
+		err   error
+	}
+	ch := make(chan decision, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- decision{err: fmt.Errorf("run: the approver panicked: %v", p)}
+			}
+		}()
+		st, by, err := ap.Decide(ctx, a)
+		ch <- decision{st, by, err}
+	}()
+	select {
+	case d := <-ch:
+		return d.state, d.by, d.err
+	case <-ctx.Done():
+		select {
+		case d := <-ch: // it decided as the context ended: its decision counts
+			return d.state, d.by, d.err
+		default:
+		}
+		return "", "", context.Cause(ctx)
+	}
+}
+
 // approve stores the request, asks the approver and records its decision;
 // it returns the stored approval (the stored decision wins a race with a
 // person deciding at the same time).
@@ -311,7 +345,7 @@ func (r *Run) approve(ctx context.Context, call ToolCall) (store.Approval, error
 			defer cancel()
 		}
 		var err error
-		state, by, err = r.m.cfg.Approver.Decide(dctx, a)
+		state, by, err = decideWithin(dctx, r.m.cfg.Approver, a)
 		note = ""
 		if fe := failure.As(context.Cause(dctx)); err != nil && dctx.Err() != nil && fe != nil {
 			waitEnd = fe

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -254,4 +255,48 @@ func TestReplayNeedsNoApproval(t *testing.T) {
 	if all, _ := f.st.ListApprovals(ctx, ""); len(all) != 2 || e.n.Load() != 2 {
 		t.Errorf("%d approvals, %d effects after a new call; want 2 and 2", len(all), e.n.Load())
 	}
+}
+
+// deafApprover ignores its context and never decides.
+type deafApprover struct{ never chan struct{} }
+
+func (d deafApprover) Decide(context.Context, store.Approval) (store.ApprovalState, string, error) {
+	<-d.never
+	return store.ApprovalApproved, "late", nil
+}
+
+// An approver that ignores its context cannot hold a tool call past the
+// run's deadline: the call fails deadline_exceeded then, and its effect
+// does not run (adversarial review, session 26: Tool stayed blocked).
+func TestDeafApproverCannotHoldTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		deaf := deafApprover{never: make(chan struct{})}
+		defer close(deaf.never)
+		f := newFixture(t, func(c *Config) {
+			c.Approver = deaf
+			c.Policy = Policy{Irreversible: []string{"wire_money"}}
+		})
+		ctx := context.Background()
+		r := f.start(t, Spec{ID: "deaf", Limits: store.Limits{Deadline: time.Second}})
+		start := time.Now()
+		ran := false
+		errc := make(chan error, 1)
+		go func() {
+			_, err := r.Tool(ctx, ToolCall{Name: "wire_money", Arguments: json.RawMessage(`{"usd":5}`)},
+				func(context.Context) (json.RawMessage, error) { ran = true; return nil, nil })
+			errc <- err
+		}()
+		var err error
+		select {
+		case err = <-errc:
+		case <-time.After(time.Minute):
+			t.Fatal("Tool still blocked a minute after the run's deadline")
+		}
+		if !errors.Is(err, failure.DeadlineExceeded) || ran {
+			t.Errorf("Tool: %v (ran %v); want deadline_exceeded, the effect not run", err, ran)
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("Tool returned after %v; want 1s, the run's deadline", d)
+		}
+	})
 }
