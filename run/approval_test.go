@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -299,4 +300,61 @@ func TestDeafApproverCannotHoldTheCall(t *testing.T) {
 			t.Errorf("Tool returned after %v; want 1s, the run's deadline", d)
 		}
 	})
+}
+
+// countingApprover approves, counting the requests it was asked.
+type countingApprover struct{ n *atomic.Int32 }
+
+func (c countingApprover) Decide(context.Context, store.Approval) (store.ApprovalState, string, error) {
+	c.n.Add(1)
+	return store.ApprovalApproved, "counter", nil
+}
+
+// A call whose key is in flight in another process (the effect running
+// there) is answered in flight at once: no person is asked to approve an
+// effect that is already running (adversarial review, session 26).
+func TestNoApprovalForACallInFlightElsewhere(t *testing.T) {
+	var asked atomic.Int32
+	f := newFixture(t, func(c *Config) {
+		c.Approver = countingApprover{&asked}
+		c.Policy = Policy{Irreversible: []string{"wire_money"}}
+	})
+	ctx := context.Background()
+	m2, err := NewManager(Config{Store: f.st, Pricing: testPricing(t), Sink: f.sink, Owner: "second",
+		Approver: countingApprover{&asked}, Policy: Policy{Irreversible: []string{"wire_money"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	r1 := f.start(t, Spec{ID: "wire"})
+	r2, err := m2.Get(ctx, "wire")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := ToolCall{Name: "wire_money", Arguments: json.RawMessage(`{"usd":5}`)}
+	running, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := r1.Tool(ctx, call, func(context.Context) (json.RawMessage, error) {
+			close(running)
+			<-release
+			return json.RawMessage(`"sent"`), nil
+		})
+		done <- err
+	}()
+	<-running
+	_, err = r2.Tool(ctx, call, func(context.Context) (json.RawMessage, error) {
+		t.Error("the effect ran twice")
+		return nil, nil
+	})
+	if !errors.Is(err, ErrInFlight) {
+		t.Errorf("the second process's call: %v; want ErrInFlight", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the approver was asked %d times; want once", n)
+	}
 }

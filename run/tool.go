@@ -291,12 +291,24 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 	attrs[trace.AttrIdempotency] = key
 	if approval {
 		// A call whose effect already happened under its key only
-		// replays the stored result: no one is asked again.
-		if c, err := st.Lookup(ctx, key, r.m.now()); err == nil && c.State == store.ClaimCompleted {
+		// replays the stored result: no one is asked again. Nor is anyone
+		// asked for a call that could not run once approved: its key in
+		// flight under a live owner (another process running the effect),
+		// or expired and not safe to repeat (outcome unknown). Those go
+		// straight to the claim below, which answers them (adversarial
+		// review, session 26: a second process asked a person to approve
+		// an effect that was already running, then replayed its result).
+		c, err := st.Lookup(ctx, key, r.m.now())
+		if err == nil && c.State == store.ClaimCompleted {
 			attrs["belay.idempotency.state"] = string(c.State)
 			attrs[trace.AttrToolOutcome] = trace.ToolReplayed
 			return replay(call.Name, c)
 		}
+		if err == nil && (c.State == store.ClaimInFlight || c.State == store.ClaimExpired && !call.SafeToRepeat) {
+			approval = false
+		}
+	}
+	if approval {
 		ap, err := r.approve(ctx, call)
 		if err != nil {
 			return nil, a.cause(err)
