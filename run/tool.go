@@ -186,7 +186,9 @@ func storedKey(tenant, key string) string {
 //  2. approval: a tool matching Policy.Irreversible waits for the
 //     Approver; denied or expired (or no approver) is Fatal ApprovalDenied.
 //     A call whose key already holds a completed result is not put to
-//     the Approver again: it replays the result (step 3) at once.
+//     the Approver again: it replays the result (step 3) at once; nor is
+//     one whose key is in flight under a live owner, or expired and not
+//     safe to repeat (step 3 answers them).
 //  3. idempotency (not for a read-only tool, see ToolCall.ReadOnly: fn
 //     runs at once): the key is claimed. Completed: the stored result is
 //     returned (a stored failure as *ToolError with Replayed) and fn does
