@@ -291,6 +291,7 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 	}
 	call.ReadOnly = false
 	attrs[trace.AttrIdempotency] = key
+	skipped := false // approval not asked: the key was in flight, or expired and not safe to repeat
 	if approval {
 		// A call whose effect already happened under its key only
 		// replays the stored result: no one is asked again. Nor is anyone
@@ -307,44 +308,35 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 			return replay(call.Name, c)
 		}
 		if err == nil && (c.State == store.ClaimInFlight || c.State == store.ClaimExpired && !call.SafeToRepeat) {
-			approval = false
+			approval, skipped = false, true
 		}
 	}
-	if approval {
-		ap, err := r.approve(ctx, call)
+	var c store.Claim
+	for {
+		if approval {
+			if err := r.approveTool(ctx, a, call, attrs); err != nil {
+				return nil, err
+			}
+		}
+		var err error
+		c, err = st.Claim(ctx, key, owner, lease, r.m.now())
 		if err != nil {
-			return nil, a.cause(err)
+			return nil, a.cause(fmt.Errorf("run: claim %s: %w", key, err))
 		}
-		attrs[trace.AttrApproval] = ap.ID
-		attrs[trace.AttrApprovalState] = string(ap.State)
-		attrs["belay.approval.by"] = ap.DecidedBy
-		if ap.State != store.ApprovalApproved {
-			if fe := failure.As(context.Cause(ctx)); ctx.Err() != nil && fe != nil {
-				return nil, fe // the run was killed or stopped while waiting
+		// The key was given up (ErrNoEffect) or ran out since it was
+		// looked up: this call would run its effect, which must be
+		// approved first (adversarial review, session 26). The claim is
+		// given back while a person decides.
+		if skipped && (c.State == store.ClaimNew || c.State == store.ClaimExpired && call.SafeToRepeat) {
+			if c.State == store.ClaimNew {
+				if err := st.Abandon(context.WithoutCancel(ctx), key, owner); err != nil {
+					return nil, a.cause(fmt.Errorf("run: give back %s for its approval: %w", key, err))
+				}
 			}
-			attrs[trace.AttrToolOutcome] = trace.ToolDenied
-			return nil, refusal(failure.ApprovalDenied, "%s", denial(call.Name, ap))
+			approval, skipped = true, false
+			continue
 		}
-		// The wait can be long (a person decides): a kill flag set on the
-		// tool or the run meanwhile holds, approval or not (adversarial
-		// review: a tool disabled while its call waited ran once
-		// approved). A run, tenant or all flag also cancels the wait.
-		ks := r.m.loadKills()
-		k, killed := ks.forRun(r.id, r.tenant)
-		if !killed {
-			k, killed = ks.forStep(Step{Kind: KindTool, Tool: call.Name})
-		}
-		if killed {
-			attrs[trace.AttrToolOutcome] = trace.ToolRefused
-			if k.Target == store.KillTool {
-				attrs[trace.AttrToolOutcome] = trace.ToolDisabled
-			}
-			return nil, killFailure(k)
-		}
-	}
-	c, err := st.Claim(ctx, key, owner, lease, r.m.now())
-	if err != nil {
-		return nil, a.cause(fmt.Errorf("run: claim %s: %w", key, err))
+		break
 	}
 	attrs["belay.idempotency.state"] = string(c.State)
 	switch c.State {
@@ -371,6 +363,43 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 	}
 	attrs[trace.AttrToolOutcome] = trace.ToolExecuted
 	return r.execute(a, call, key, fn, attrs)
+}
+
+// approveTool asks for the approval of call and records it on attrs; it
+// returns the refusal (denied, expired, the run stopped while waiting, a
+// kill flag set meanwhile), nil when approved.
+func (r *Run) approveTool(ctx context.Context, a *Admitted, call ToolCall, attrs map[string]any) error {
+	ap, err := r.approve(ctx, call)
+	if err != nil {
+		return a.cause(err)
+	}
+	attrs[trace.AttrApproval] = ap.ID
+	attrs[trace.AttrApprovalState] = string(ap.State)
+	attrs["belay.approval.by"] = ap.DecidedBy
+	if ap.State != store.ApprovalApproved {
+		if fe := failure.As(context.Cause(ctx)); ctx.Err() != nil && fe != nil {
+			return fe // the run was killed or stopped while waiting
+		}
+		attrs[trace.AttrToolOutcome] = trace.ToolDenied
+		return refusal(failure.ApprovalDenied, "%s", denial(call.Name, ap))
+	}
+	// The wait can be long (a person decides): a kill flag set on the
+	// tool or the run meanwhile holds, approval or not (adversarial
+	// review: a tool disabled while its call waited ran once approved).
+	// A run, tenant or all flag also cancels the wait.
+	ks := r.m.loadKills()
+	k, killed := ks.forRun(r.id, r.tenant)
+	if !killed {
+		k, killed = ks.forStep(Step{Kind: KindTool, Tool: call.Name})
+	}
+	if killed {
+		attrs[trace.AttrToolOutcome] = trace.ToolRefused
+		if k.Target == store.KillTool {
+			attrs[trace.AttrToolOutcome] = trace.ToolDisabled
+		}
+		return killFailure(k)
+	}
+	return nil
 }
 
 // replay returns a completed call's stored result.
