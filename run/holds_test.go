@@ -237,3 +237,49 @@ func TestUnestimatedStepUnderAMoneyLimit(t *testing.T) {
 		_ = b.Settle(ctx, usage(1, 1), Outcome{})
 	}
 }
+
+// A refusal whose holds may clear waits on time and on the run's own
+// settles only: not on another run's quoted step (adversarial review of
+// this session: it waited for the caller's context to end), and a kill
+// during the wait ends it with the kill.
+func TestHoldWaitIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, nil)
+		ctx := context.Background()
+		b := f.start(t, Spec{ID: "B"})
+		bs, err := b.Admit(ctx, modelStep(cents(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs.Quote(usage(1, 0), Outcome{}) // answered; its settle comes later (a client slow to read)
+		a := f.start(t, Spec{ID: "A", Limits: store.Limits{MaxCost: cents(10)}})
+		a1, err := a.Admit(ctx, modelStep(cents(6)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = a.Admit(ctx, modelStep(cents(6)))
+		if !errors.Is(err, failure.BudgetExceeded) {
+			t.Errorf("A's second step: %v; want budget_exceeded", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("refused after %v; want within the hold waits (under 1s)", d)
+		}
+		_ = a1.Settle(ctx, usage(1, 0), Outcome{})
+		_ = bs.Settle(ctx, usage(1, 0), Outcome{})
+
+		c := f.start(t, Spec{ID: "C", Limits: store.Limits{MaxCost: cents(10)}})
+		c1, err := c.Admit(ctx, modelStep(cents(6)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(30 * time.Millisecond)
+			_ = f.m.Kill(ctx, store.KillRun, "C", "test")
+		}()
+		if _, err := c.Admit(ctx, modelStep(cents(6))); !errors.Is(err, failure.Killed) {
+			t.Errorf("a step whose hold wait a kill ended: %v; want killed", err)
+		}
+		_ = c1.Settle(ctx, usage(1, 0), Outcome{})
+	})
+}

@@ -436,7 +436,10 @@ func (r *Run) reserveAll(ctx context.Context, a *Admitted, maxTurns int, now tim
 	}
 	failed, err := r.m.reserve(ctx, rs)
 	for i := 0; i < len(holdWaits) && err != nil && r.holdsMayClear(ctx, err); i++ {
-		if werr := r.waitForHolds(ctx, holdWaits[i]); werr != nil {
+		if werr := r.waitForHolds(a.ctx, holdWaits[i]); werr != nil {
+			if fe := failure.As(context.Cause(a.ctx)); fe != nil {
+				return fe // a kill or the deadline ended the wait
+			}
 			break // the refusal stands
 		}
 		failed, err = r.m.reserve(ctx, rs)
@@ -537,6 +540,9 @@ func (m *Manager) reserve(ctx context.Context, rs []budget.Reservation) (int, er
 // later; an admission that fits is not delayed at all.
 var holdWaits = []time.Duration{0, 25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
 
+// holdFlushWait bounds the wait for the run's own settles in waitForHolds.
+const holdFlushWait = 200 * time.Millisecond
+
 // holdsMayClear reports whether a reservation the ledger refused (err)
 // would fit the scope once what is held there is settled: the scope's
 // settled amount plus the reservation is within its limit, so what stops
@@ -555,12 +561,17 @@ func (r *Run) holdsMayClear(ctx context.Context, err error) bool {
 	return berr == nil && b.Reserved > 0 && b.Settled.Add(ee.Amount) <= ee.Limit
 }
 
-// waitForHolds waits d, or, for d = 0, until this process's settles are
-// written: the run's own, or every run's for a tenant's scope. It returns
-// ctx's error when ctx ends first.
+// waitForHolds waits d, or, for d = 0, until the run's own settles are
+// written (for at most holdFlushWait): other runs' are waited for by time
+// only, since a flush of every run would wait on any of them (a quoted
+// step whose client does not read, say). ctx is the step's: a kill or
+// the deadline ends the wait, and its error is returned.
 func (r *Run) waitForHolds(ctx context.Context, d time.Duration) error {
 	if d == 0 {
-		return r.m.Flush(ctx)
+		fctx, cancel := context.WithTimeout(ctx, holdFlushWait)
+		defer cancel()
+		_ = r.Flush(fctx)
+		return ctx.Err()
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
