@@ -100,17 +100,29 @@ const maxAgentName = 128
 // interpreters are programs that run a script named by their first
 // argument that is not a flag (python3 agent.py, node agent.mjs); those in
 // launchers take a "run" first (deno run agent.ts, uv run agent.py).
+// valueFlags are their flags that take the next argument as a value
+// (python3 -W ignore agent.py, node --require dotenv/config agent.js).
 var (
-	interpreters = []string{"python", "python3", "pypy3", "node", "nodejs", "deno", "bun", "ruby", "perl", "php",
+	interpreters = []string{"python", "pypy", "pypy3", "node", "nodejs", "deno", "bun", "ruby", "perl", "php",
 		"bash", "sh", "zsh", "uv", "tsx", "ts-node"}
-	launchers = []string{"deno", "bun", "uv"}
+	launchers  = []string{"deno", "bun", "uv"}
+	valueFlags = []string{"-W", "-X", "-r", "--require", "--import", "--loader", "--experimental-loader", "-I", "--env-file"}
+	// pythonN matches versioned names: python3, python3.12, pypy3.10.
+	pythonN = regexp.MustCompile(`^(python|pypy)\d+(\.\d+)?$`)
 )
+
+// isInterpreter reports whether prog (a program's base name) runs scripts.
+func isInterpreter(prog string) bool {
+	prog = strings.TrimSuffix(prog, ".exe")
+	return slices.Contains(interpreters, prog) || pythonN.MatchString(prog)
+}
 
 // Label returns the agent's name for reports and run records: Name when
 // set, else the Go agent's name, else the command's program without its
-// folder, or, for an interpreter (python3, node, bash, …), the script it
-// runs ("agent.py" for [python3, -u, agent.py]; "mypkg" for [python3, -m,
-// mypkg]; the interpreter for inline code, [sh, -c, …]); "" for none.
+// folder, or, for an interpreter (python3, node, bash, …, after an env
+// prefix), the script it runs ("agent.py" for [python3, -u, agent.py] and
+// [/usr/bin/env, python3, -W, ignore, agent.py]; "mypkg" for [python3,
+// -m, mypkg]; the interpreter for inline code, [sh, -c, …]); "" for none.
 func (a AgentSpec) Label() string {
 	switch {
 	case a.Name != "":
@@ -120,24 +132,36 @@ func (a AgentSpec) Label() string {
 	case len(a.Command) == 0:
 		return ""
 	}
-	prog := filepath.Base(a.Command[0])
-	if !slices.Contains(interpreters, strings.TrimSuffix(prog, ".exe")) {
+	cmd := a.Command
+	if filepath.Base(cmd[0]) == "env" { // env [-S] [NAME=VALUE …] PROGRAM …
+		i := 1
+		for i < len(cmd) && (strings.HasPrefix(cmd[i], "-") || strings.Contains(cmd[i], "=")) {
+			i++
+		}
+		if i < len(cmd) {
+			cmd = cmd[i:]
+		}
+	}
+	prog := filepath.Base(cmd[0])
+	if !isInterpreter(prog) {
 		return prog
 	}
-	args := a.Command[1:]
+	args := cmd[1:]
 	if len(args) > 0 && args[0] == "run" && slices.Contains(launchers, prog) {
 		args = args[1:]
 	}
-	for i, arg := range args {
-		switch {
+	for i := 0; i < len(args); i++ {
+		switch arg := args[i]; {
 		case arg == "-m" && i+1 < len(args):
 			return args[i+1]
-		case arg == "-c" || arg == "-e" || arg == "--eval" || arg == "-":
+		case arg == "-c" || arg == "-e" || arg == "--eval" || arg == "-p" || arg == "--print" || arg == "-":
 			return prog // inline code, or a script on stdin
+		case slices.Contains(valueFlags, arg):
+			i++ // the flag's value
 		case strings.HasPrefix(arg, "-"):
-			continue
+		default:
+			return filepath.Base(arg)
 		}
-		return filepath.Base(arg)
 	}
 	return prog
 }

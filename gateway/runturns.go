@@ -175,6 +175,15 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		}
 		return nil, &runRefusal{fe: fe, limits: configLimits(r.Limits())}
 	}
+	if errors.Is(err, run.ErrNoEstimate) {
+		// A run with a money limit (Stack.StartRun's spec) on a model
+		// without a price: the config's own limits would have refused
+		// it at load. Not the store's fault, and no retry helps.
+		fe := &failure.Error{Kind: failure.Permanent, Reason: failure.InvalidRequest, NoRetry: true,
+			Message: fmt.Sprintf("%s model %q has no price, so the run's money limit cannot hold for its calls: "+
+				"add the model to the config's pricing, or run without a money limit", first.Provider, first.Model)}
+		return nil, &runRefusal{fe: fe, limits: configLimits(r.Limits())}
+	}
 	if err != nil {
 		return nil, err
 	}

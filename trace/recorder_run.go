@@ -103,12 +103,12 @@ func (r *Recorder) process(batch []Span) {
 			sink.Record(s)
 		}
 	}
-	if err := r.write(batch); err != nil {
+	if attempts, err := r.write(batch); err != nil {
 		r.mu.Lock()
 		r.lastErr = err
 		r.mu.Unlock()
 		r.opts.Logger.Warn("trace: spans dropped: write failed",
-			"spans", len(batch), "attempts", 1+max(r.opts.MaxRetries, 0), "err", err)
+			"spans", len(batch), "attempts", attempts, "err", err)
 		r.drop(Drop{Reason: DropWriteFailed, Spans: len(batch), Err: err})
 	} else {
 		r.written.Add(uint64(len(batch)))
@@ -123,21 +123,21 @@ const closingRetries = 3
 
 // write calls WriteSpans, retrying MaxRetries times with doubling backoff
 // (closingRetries at most once the Recorder is closing).
-func (r *Recorder) write(batch []Span) error {
+func (r *Recorder) write(batch []Span) (attempts int, err error) {
 	backoff := r.opts.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.WriteTimeout)
 		err := r.w.WriteSpans(ctx, batch)
 		cancel()
 		if err == nil {
-			return nil
+			return attempt + 1, nil
 		}
 		r.writeErrors.Add(1)
 		r.mu.Lock()
 		closing := r.closed
 		r.mu.Unlock()
 		if attempt >= r.opts.MaxRetries || closing && attempt >= closingRetries {
-			return err
+			return attempt + 1, err
 		}
 		t := time.NewTimer(backoff)
 		<-t.C

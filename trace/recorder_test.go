@@ -433,8 +433,9 @@ func BenchmarkRecorder(b *testing.B) {
 func TestRecorderCloseBoundsRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := &memWriter{fail: 1 << 30, err: errWrite}
+		var log bytes.Buffer
 		r := NewRecorder(w, RecorderOptions{MaxRetries: 35, RetryBackoff: 50 * time.Millisecond,
-			Logger: quietLogger(new(bytes.Buffer))})
+			Logger: quietLogger(&log)})
 		r.Record(span(1))
 		go r.Flush(context.Background())
 		time.Sleep(time.Second) // the batch is being retried
@@ -445,6 +446,9 @@ func TestRecorderCloseBoundsRetries(t *testing.T) {
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("Close took %v; want the few retries closingRetries allows, not a minute", d)
+		}
+		if st := r.Stats(); !strings.Contains(log.String(), fmt.Sprintf("attempts=%d", st.WriteErrors)) {
+			t.Errorf("the drop's log line does not count the %d attempts made:\n%s", st.WriteErrors, log.String())
 		}
 	})
 }
