@@ -12,6 +12,7 @@ import (
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/internal/ids"
+	"github.com/belay-run/belay/retry"
 	"github.com/belay-run/belay/store"
 )
 
@@ -573,14 +574,7 @@ func (r *Run) waitForHolds(ctx context.Context, d time.Duration) error {
 		_ = r.Flush(fctx)
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retry.Sleep(ctx, d)
 }
 
 // notFit is the message of a money refusal: what was estimated, and which
