@@ -358,3 +358,31 @@ func TestNoApprovalForACallInFlightElsewhere(t *testing.T) {
 		t.Errorf("the approver was asked %d times; want once", n)
 	}
 }
+
+// A call marked Irreversible waits for its approval though no policy
+// names its tool (newcomer finding, session 26: with no config naming it,
+// a refund ran at once).
+func TestIrreversibleCallNeedsApproval(t *testing.T) {
+	var asked atomic.Int32
+	f := newFixture(t, func(c *Config) { c.Approver = denyAll{&asked} })
+	ctx := context.Background()
+	r := f.start(t, Spec{ID: "marked"})
+	ran := false
+	_, err := r.Tool(ctx, ToolCall{Name: "issue_refund", Irreversible: true, Arguments: json.RawMessage(`{"usd":5}`)},
+		func(context.Context) (json.RawMessage, error) { ran = true; return nil, nil })
+	if !errors.Is(err, failure.ApprovalDenied) || ran || asked.Load() != 1 {
+		t.Errorf("Irreversible call: %v, ran %v, asked %d; want approval_denied, not run, asked once", err, ran, asked.Load())
+	}
+	if _, err := r.Tool(ctx, ToolCall{Name: "issue_refund", Arguments: json.RawMessage(`{"usd":6}`)},
+		func(context.Context) (json.RawMessage, error) { return json.RawMessage(`"ok"`), nil }); err != nil || asked.Load() != 1 {
+		t.Errorf("unmarked call: %v, asked %d; want it run without asking", err, asked.Load())
+	}
+}
+
+// denyAll denies, counting the requests.
+type denyAll struct{ n *atomic.Int32 }
+
+func (d denyAll) Decide(context.Context, store.Approval) (store.ApprovalState, string, error) {
+	d.n.Add(1)
+	return store.ApprovalDenied, "policy", nil
+}

@@ -64,6 +64,12 @@ type ToolCall struct {
 	// matches Policy.Irreversible is not read-only: it waits for its
 	// approval and is deduplicated whatever ReadOnly says.
 	ReadOnly bool
+	// Irreversible declares that this call's effect cannot be undone (a
+	// payment, an email), as does a name matching Policy.Irreversible: it
+	// waits for the Approver before fn runs (and is not read-only,
+	// whatever ReadOnly says). For a program that knows its own tools
+	// without a config naming them.
+	Irreversible bool
 	// Retry, when set, retries transient tool errors (failure.Transient)
 	// with this policy's backoff, if SafeToRepeat or ReadOnly or the
 	// error wraps ErrNoEffect. Nil means one attempt.
@@ -282,7 +288,7 @@ func (r *Run) tool(a *Admitted, call ToolCall, fn func(context.Context) (json.Ra
 	}
 	st, owner, lease := r.m.st, r.m.owner, r.m.cfg.IdempotencyLease
 	pol := r.m.cfg.Policy
-	approval := pol.NeedsApproval(call.Name)
+	approval := call.Irreversible || pol.NeedsApproval(call.Name)
 	if (call.ReadOnly || pol.IsReadOnly(call.Name)) && !approval {
 		call.ReadOnly, call.SafeToRepeat = true, true
 		attrs["belay.idempotency.state"] = "read_only"
