@@ -75,7 +75,7 @@ func TestBudgetRefusalNamesTheDefaultOutputReservation(t *testing.T) {
 		io.WriteString(w, regress6OK)
 	})
 	g := newGW(t, tokenLimitConfig(up.URL, "{max_cost_usd: 0.0000001}"), nil)
-	hint := "a call without max_completion_tokens (or max_tokens) reserves 4096 output tokens; set max_completion_tokens (or max_tokens) to reserve less"
+	hint := "a call without max_completion_tokens (or max_tokens) reserves 4096 output tokens; set max_completion_tokens (or max_tokens) to reserve less, in a new run: this refusal stops the run"
 	resp, body := g.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 402 || !strings.Contains(body, hint) {
 		t.Errorf("without max_tokens: %d %s; want 402 with %q", resp.StatusCode, body, hint)

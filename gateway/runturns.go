@@ -165,7 +165,11 @@ func (t *runTurns) Admit(ctx context.Context, a Admission) (Turn, error) {
 		switch {
 		case fe.Reason == failure.BudgetExceeded && a.MaxOutputTokens == 0:
 			// Most of such an estimate is the default output reservation.
-			fe = withHint(fe, fmt.Sprintf(" (a call without %s reserves %d output tokens; set %s to reserve less)", field, DefaultReserveOutputTokens, field))
+			// The refusal stops the run: the advice is for the next one
+			// (newcomer finding: the same run, retried with max_tokens,
+			// was refused as stopped).
+			fe = withHint(fe, fmt.Sprintf(" (a call without %s reserves %d output tokens; set %s to reserve less, in a new run: this refusal stops the run)",
+				field, DefaultReserveOutputTokens, field))
 		case fe.Reason == failure.RunEnded && r.Single():
 			// A client that sent back the run id the gateway made for
 			// one call.
