@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,12 +56,15 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 	if err != nil {
 		return err
 	}
-	if path, ok := sqlitePath(url); ok {
+	if path, ok := open.SQLitePath(url); ok {
 		if _, err := os.Stat(path); err != nil {
 			hint := "pass --store with the store belay serve uses, or start belay serve first"
 			switch {
 			case cmd.Flags().Changed("store"):
 				hint = "check the path given to --store: belay serve creates the file when it starts"
+			case strings.HasPrefix(named, "store ") && !filepath.IsAbs(path):
+				hint = "the store of --config, a relative path, is taken from this working directory as belay serve takes it " +
+					"from its own: run this from belay serve's folder, or pass --store with the file's absolute path"
 			case strings.HasPrefix(named, "store "):
 				hint = "the store of --config: belay serve --config creates it when it starts"
 			}
@@ -87,23 +91,6 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, st store.Store) 
 		err = exit(1, err) // a store failure, not bad input
 	}
 	return err
-}
-
-// sqlitePath returns the file an SQLite store URL names: sqlite://PATH
-// (also sqlite3:// and file://) or a bare path without a scheme.
-func sqlitePath(url string) (string, bool) {
-	scheme, rest, hasScheme := strings.Cut(url, "://")
-	switch {
-	case !hasScheme:
-		return url, url != "" && !strings.Contains(url, ":")
-	case rest == "":
-		return "", false
-	}
-	switch strings.ToLower(scheme) {
-	case "sqlite", "sqlite3", "file":
-		return rest, true
-	}
-	return "", false
 }
 
 // goldenNotFound is notFound for golden name, naming the store it was

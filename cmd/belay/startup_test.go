@@ -38,6 +38,12 @@ func TestMissingStoreHint(t *testing.T) {
 	cfg := writeText(t, dir, "belay.yaml", "store: sqlite://"+dir+"/other.db\n")
 	_, _, err = belayArgs(t, "runs", "--config", cfg)
 	wantCode(t, err, 1, "(the store of --config: belay serve --config creates it when it starts)")
+	// A relative path is taken from the working directory, as belay serve
+	// takes it (newcomer finding: the hint said serve would create it,
+	// while it had, in its own folder).
+	rel := writeText(t, dir, "rel.yaml", "store: sqlite://rel.db\n")
+	_, _, err = belayArgs(t, "runs", "--config", rel)
+	wantCode(t, err, 1, "(the store of --config, a relative path, is taken from this working directory as belay serve takes it from its own")
 	t.Chdir(dir)
 	_, _, err = belayArgs(t, "runs")
 	wantCode(t, err, 1, "(pass --store with the store belay serve uses, or start belay serve first)")
