@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/dialect/openai"
@@ -78,6 +79,12 @@ func (s *Server) runOf(w http.ResponseWriter, r *http.Request) (tenant, id, key 
 		return "", "", "", false
 	}
 	id = r.PathValue("id")
+	if !s.tenants.open {
+		// The stored id of the caller's own run (Stack.StartRun's
+		// run.ID(), belay runs' ID column) names it too (newcomer
+		// finding: it was refused as not an id).
+		id = strings.TrimPrefix(id, t.Name+RunKeySep)
+	}
 	if !validRunID(id) {
 		refuseModels(w, f, refusal(failure.InvalidRequest, fmt.Sprintf("run id %q: want 1-128 characters of letters, digits and . _ : -, not only dots (the id sent as %s)", id, HeaderRunID)))
 		return "", "", "", false

@@ -183,7 +183,7 @@ func TestRunAPIRefusals(t *testing.T) {
 		{"other tenant", "GET", "/v1/belay/runs/r1", "", map[string]string{"Authorization": "Bearer vk-beta"}, 404, "run_not_found", "", `run "r1" not found`},
 		{"other tenant ends", "POST", "/v1/belay/runs/r1/end", "", map[string]string{"Authorization": "Bearer vk-beta"}, 404, "run_not_found", "", `run "r1" not found`},
 		{"unknown", "POST", "/v1/belay/runs/nope/end", "", acme, 404, "run_not_found", "", `run "nope" not found`},
-		{"stored id", "GET", "/v1/belay/runs/acme~r1", "", acme, 400, "", "", "want 1-128 characters"},
+		{"another tenant's stored id", "GET", "/v1/belay/runs/beta~r1", "", acme, 400, "", "", "want 1-128 characters"},
 		{"bad status", "POST", "/v1/belay/runs/r1/end", `{"status":"stopped"}`, acme, 400, "", "", `status: "stopped" is not`},
 		{"unknown member", "POST", "/v1/belay/runs/r1/end", `{"state":"failed"}`, acme, 400, "", "", `unknown field "state"`},
 		{"not JSON", "POST", "/v1/belay/runs/r1/end", `failed`, acme, 400, "", "", "want a JSON object"},
@@ -202,6 +202,11 @@ func TestRunAPIRefusals(t *testing.T) {
 		case c.anthropicType == "" && c.code != "" && e.Error.Code != c.code:
 			t.Errorf("%s: code %q, want %q", c.name, e.Error.Code, c.code)
 		}
+	}
+	// The caller's own run by its stored id (StartRun's run.ID(), the
+	// ID column of belay runs) is its run (newcomer finding, session 26).
+	if code, body := h.runAPI("GET", "/v1/belay/runs/acme~r1", "", acme); code != 200 || decodeRun(t, body).Run.ID != "acme~r1" {
+		t.Errorf("own stored id: %d %s", code, body)
 	}
 	if rec := h.record("acme~r1"); rec.Status != store.RunRunning || rec.Turns != 1 {
 		t.Fatalf("after the refusals: %s, %d turns; want running, 1", rec.Status, rec.Turns)
