@@ -188,3 +188,22 @@ func controlByte(v string) int {
 	}
 	return -1
 }
+
+// ParseAge reads a Go duration ("720h") or a whole number of days ("30d").
+func ParseAge(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange) || n < 0:
+			return 0, errors.New("want a duration (720h) or a whole number of days (30d)")
+		case err != nil || n > 100*365:
+			return 0, errors.New("want at most 36500 days")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, errors.New("want a duration (720h) or a whole number of days (30d)")
+	}
+	return d, nil
+}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/store"
 )
 
@@ -145,7 +146,23 @@ func notFound(r *http.Request, tenants bool) string {
 
 func (s *Server) adminRuns(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "tenant", "agent", "status", "since", "limit":
+		default:
+			// Not ignored: a filter misspelt would list every run
+			// (newcomer finding: since= was ignored).
+			return badRequest(fmt.Sprintf("unknown parameter %q: want tenant, agent, status, since or limit", k))
+		}
+	}
 	f := store.RunFilter{Tenant: q.Get("tenant"), Agent: q.Get("agent"), Status: store.RunStatus(q.Get("status"))}
+	if v := q.Get("since"); v != "" {
+		age, err := config.ParseAge(v)
+		if err != nil || age <= 0 {
+			return badRequest("since: want a time > 0: a duration (90m, 2h) or a whole number of days (7d)")
+		}
+		f.Since = time.Now().Add(-age)
+	}
 	switch f.Status {
 	case "", store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunStopped:
 	default:

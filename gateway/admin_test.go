@@ -55,6 +55,18 @@ func TestAdminAPI(t *testing.T) {
 	if runs, _ := m["runs"].([]any); st != 200 || len(runs) != 1 {
 		t.Fatalf("runs: %d %v", st, m)
 	}
+	for q, want := range map[string]int{"since=1h": 1, "since=7d&agent=support": 1} {
+		st, m := h.admin("GET", "/admin/runs?"+q, "", "adm-key")
+		if runs, _ := m["runs"].([]any); st != 200 || len(runs) != want {
+			t.Errorf("runs?%s: %d %v; want %d runs", q, st, m, want)
+		}
+	}
+	for q, says := range map[string]string{"since=yesterday": "since: want a time > 0", "since=0": "since: want a time > 0",
+		"sinse=1h": `unknown parameter "sinse": want tenant, agent, status, since or limit`} {
+		if st, m := h.admin("GET", "/admin/runs?"+q, "", "adm-key"); st != 400 || !strings.Contains(fmt.Sprint(m["error"]), says) {
+			t.Errorf("runs?%s: %d %v; want 400 saying %q", q, st, m, says)
+		}
+	}
 	for agent, want := range map[string]int{"support": 1, "billing": 0} {
 		st, m := h.admin("GET", "/admin/runs?agent="+agent, "", "adm-key")
 		if runs, _ := m["runs"].([]any); st != 200 || len(runs) != want {

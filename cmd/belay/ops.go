@@ -10,7 +10,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -173,7 +172,7 @@ func runsCmd() *cobra.Command {
 				return badInput(fmt.Errorf("--limit %d: must be ≥ 1", f.Limit))
 			}
 			if since != "" {
-				age, err := parseAge(since)
+				age, err := config.ParseAge(since)
 				if err != nil {
 					return badInput(fmt.Errorf("--since %q: %w", since, err))
 				}
@@ -235,7 +234,7 @@ oldest first. Running runs, tenants' budgets, approvals, kill flags, idempotency
 traces (which keep their own copy) are kept. A gateway may serve from the store meanwhile.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			age, err := parseAge(older)
+			age, err := config.ParseAge(older)
 			if err != nil {
 				return badInput(fmt.Errorf("--older-than %q: %w", older, err))
 			}
@@ -267,24 +266,6 @@ traces (which keep their own copy) are kept. A gateway may serve from the store 
 	return c
 }
 
-// parseAge reads a Go duration ("720h") or a whole number of days ("30d").
-func parseAge(s string) (time.Duration, error) {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(d)
-		switch {
-		case err != nil && !errors.Is(err, strconv.ErrRange) || n < 0:
-			return 0, errors.New("want a duration (720h) or a whole number of days (30d)")
-		case err != nil || n > 100*365:
-			return 0, errors.New("want at most 36500 days")
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, errors.New("want a duration (720h) or a whole number of days (30d)")
-	}
-	return d, nil
-}
 
 func nonNilSlice[T any](s []T) []T {
 	if s == nil {
