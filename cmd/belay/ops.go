@@ -266,7 +266,6 @@ traces (which keep their own copy) are kept. A gateway may serve from the store 
 	return c
 }
 
-
 func nonNilSlice[T any](s []T) []T {
 	if s == nil {
 		return []T{}
