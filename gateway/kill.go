@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
 	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/internal/suggest"
 	"github.com/belay-run/belay/store"
 )
 
@@ -92,6 +94,9 @@ func (e *NotServedError) Error() string {
 // would, and for the targets whose names are not in a config (all, run,
 // tool).
 func CheckKill(cfg *config.Config, t store.KillTarget, name string) error {
+	if t == store.KillTool {
+		return checkKillTool(cfg, name)
+	}
 	if t != store.KillModel && t != store.KillDeployment && t != store.KillTenant {
 		return nil
 	}
@@ -100,6 +105,27 @@ func CheckKill(cfg *config.Config, t store.KillTarget, name string) error {
 		return nil
 	}
 	return &NotServedError{Target: t, Name: name, Config: cfg.Path, Known: known}
+}
+
+// checkKillTool refuses a tool name that matches none of the config's
+// tools patterns (tools.irreversible, tools.read_only) but is near one of
+// its names: most likely a typo (newcomer finding: "issue_refnd" was
+// flagged, and issue_refund ran on). Any other name is accepted: a tool
+// need not be named in the config to be disabled.
+func checkKillTool(cfg *config.Config, name string) error {
+	var names []string
+	for _, p := range slices.Concat(cfg.Tools.Irreversible, cfg.Tools.ReadOnly) {
+		if ok, _ := path.Match(p, name); ok || p == name {
+			return nil
+		}
+		if !strings.ContainsAny(p, "*?[") {
+			names = append(names, p)
+		}
+	}
+	if near := suggest.Closest(name, names); near != "" {
+		return fmt.Errorf("tool %q is not named in the config's tools (did you mean %q?)", name, near)
+	}
+	return nil
 }
 
 // NoRunError is a kill flag on a run the store does not hold: most likely

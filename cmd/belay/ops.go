@@ -502,7 +502,9 @@ provider model name (model), a deployment name (deployment), a tenant's name (te
 when the config has no tenants). The names are read from --config FILE (its env:
 secrets are not needed), or, without it, from the default config of belay serve; another name is
 refused, listing those served, unless --force is given (a gateway with another config, or a Go
-agent, sharing the store may serve it). A run flag must name a run in the store, unless --force is
+agent, sharing the store may serve it). A tool flag near a name in the config's tools (irreversible,
+read_only) that matches none of them is refused as a likely typo, unless --force is given; a tool
+the config does not name at all is taken. A run flag must name a run in the store, unless --force is
 given (a run belay serve named itself is stored when its call ends). With --config and no --store,
 the store is the config's.`,
 		Args: cobra.MaximumNArgs(2),
@@ -556,7 +558,7 @@ the store is the config's.`,
 	c.Flags().StringVar(&reason, "reason", "", "why (recorded with the flag and in the runs it stops)")
 	c.Flags().StringVar(&by, "by", currentUser(), "who sets the flag")
 	c.Flags().StringVar(&file, "config", "", "the gateway's YAML config: the models and deployments a flag may name, and the store (default: those of belay serve without one)")
-	c.Flags().BoolVar(&force, "force", false, "set a model, deployment or tenant flag on a name the config does not serve, or a run flag on a run the store does not hold")
+	c.Flags().BoolVar(&force, "force", false, "set a model, deployment or tenant flag on a name the config does not serve, a tool flag on a likely typo, or a run flag on a run the store does not hold")
 	return c
 }
 

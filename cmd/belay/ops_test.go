@@ -881,3 +881,27 @@ func TestStoreURLRedacted(t *testing.T) {
 		t.Errorf("runs against an unreachable store: %v", err)
 	}
 }
+
+// A tool flag near a name of the config's tools, matching none, is most
+// likely a typo: refused, naming the near one, unless --force (newcomer
+// finding, session 26: `kill tool issue_refnd` was set, and issue_refund
+// ran on). A tool the config does not name at all is taken.
+func TestKillToolTypo(t *testing.T) {
+	url := seed(t)
+	file := filepath.Join(t.TempDir(), "belay.yaml")
+	if err := os.WriteFile(file, []byte("store: "+url+"\ntools: {irreversible: [issue_refund, send_*]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := belayArgs(t, "kill", "tool", "issue_refnd", "--config", file)
+	wantCode(t, err, 2, `tool "issue_refnd" is not named in the config's tools (did you mean "issue_refund"?); pass --force`)
+	for _, args := range [][]string{
+		{"kill", "tool", "issue_refund"},
+		{"kill", "tool", "send_email"},   // a pattern's match
+		{"kill", "tool", "lookup_order"}, // not near any name
+		{"kill", "tool", "issue_refnd", "--force"},
+	} {
+		out, _, err := belayArgs(t, append(args, "--config", file)...)
+		wantCode(t, err, 0, "")
+		wantLines(t, out, "killed tool "+args[2])
+	}
+}
