@@ -905,3 +905,30 @@ func TestKillToolTypo(t *testing.T) {
 		wantLines(t, out, "killed tool "+args[2])
 	}
 }
+
+// A run whose calls were all refused before any reached a provider says
+// so, not that capture is off (newcomer finding, session 26).
+func TestTraceShowRefusedOnly(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "refused.db")
+	st, err := open.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	at := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(st.CreateRun(ctx, store.Run{ID: "refused", Tenant: "acme", Status: store.RunStopped, StopReason: "budget_exceeded", Started: at, Ended: at}))
+	must(st.WriteSpans(ctx, []trace.Span{{TraceID: "t1", SpanID: "s1", RunID: "refused", Kind: trace.KindModel, Name: "chat gpt-4o-mini",
+		Start: at, End: at, Status: trace.StatusError, Attrs: map[string]any{trace.AttrErrorType: "budget_exceeded"}}}))
+	must(st.Close())
+	out, _, err := belay(t, url, "trace", "show", "refused")
+	wantCode(t, err, 0, "")
+	if !strings.Contains(out, "(no messages: no call of the run reached a provider)") || strings.Contains(out, "capture: off") {
+		t.Errorf("trace show of a run refused at once:\n%s", out)
+	}
+}

@@ -298,7 +298,13 @@ func writeTrace(w io.Writer, run store.Run, spans []trace.Span, allAttrs bool) e
 		t.write(ew, i, 0, allAttrs)
 	}
 	if !allAttrs && !slices.ContainsFunc(spans, hasMessages) && slices.ContainsFunc(spans, isModelCall) {
-		fmt.Fprintln(ew, "(no messages recorded: a gateway records them unless its config says capture: off)")
+		if slices.ContainsFunc(spans, func(s trace.Span) bool { return s.Kind == trace.KindAttempt }) {
+			fmt.Fprintln(ew, "(no messages recorded: a gateway records them unless its config says capture: off)")
+		} else {
+			// Its calls were all refused before any went upstream
+			// (newcomer finding: the capture hint misled).
+			fmt.Fprintln(ew, "(no messages: no call of the run reached a provider)")
+		}
 	}
 	return ew.err
 }
