@@ -56,6 +56,15 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	h("GET /admin/approvals", s.adminApprovals)
 	h("POST /admin/approvals/{id}/approve", s.adminDecide(store.ApprovalApproved))
 	h("POST /admin/approvals/{id}/deny", s.adminDecide(store.ApprovalDenied))
+	h("GET /admin/budgets", func(w http.ResponseWriter, r *http.Request) error {
+		s.flushBefore(r.Context(), "") // this process's settles first, as for runs
+		out, err := Budgets(r.Context(), s.cfg, s.store, time.Now())
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"budgets": out})
+		return nil
+	})
 	h("GET /admin/breakers", func(w http.ResponseWriter, r *http.Request) error {
 		out := map[string]string{}
 		for name, st := range s.router.Breakers() {

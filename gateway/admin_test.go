@@ -67,6 +67,14 @@ func TestAdminAPI(t *testing.T) {
 			t.Errorf("runs?%s: %d %v; want 400 saying %q", q, st, m, says)
 		}
 	}
+	// The tenant's spend in its period (newcomer finding, session 26).
+	if st, m := h.admin("GET", "/admin/budgets", "", "adm-key"); st != 200 {
+		t.Errorf("budgets: %d %v", st, m)
+	} else if bs, _ := m["budgets"].([]any); len(bs) != 1 {
+		t.Errorf("budgets: %v; want the default tenant's", m)
+	} else if b, _ := bs[0].(map[string]any); b["tenant"] != "default" || b["spent_usd"] == "0" || b["limit_usd"] != "none" || b["period"] != "month" {
+		t.Errorf("the default tenant's budget: %v; want some spend, no limit, by month", b)
+	}
 	for agent, want := range map[string]int{"support": 1, "billing": 0} {
 		st, m := h.admin("GET", "/admin/runs?agent="+agent, "", "adm-key")
 		if runs, _ := m["runs"].([]any); st != 200 || len(runs) != want {

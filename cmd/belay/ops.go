@@ -34,10 +34,10 @@ const defaultStore = "sqlite://belay.db"
 // Kill flags and approval decisions written here reach running gateways
 // through the store (kill-flag polling, or LISTEN/NOTIFY on PostgreSQL).
 func opsCommands() []*cobra.Command {
-	cmds := []*cobra.Command{runsCmd(), traceCmd(), approvalsCmd(), killCmd(), unkillCmd()}
+	cmds := []*cobra.Command{runsCmd(), traceCmd(), approvalsCmd(), killCmd(), unkillCmd(), budgetsCmd()}
 	for _, c := range cmds {
 		c.PersistentFlags().String("store", defaultStore, "store URL: sqlite://PATH or postgres://USER@HOST/DB")
-		if c.Flags().Lookup("config") == nil { // kill and unkill have their own
+		if c.Flags().Lookup("config") == nil { // kill, unkill and budgets have their own
 			c.PersistentFlags().String("config", "", "the gateway's YAML config, for its store when --store is not given")
 		}
 	}
@@ -649,6 +649,54 @@ func killConfig(cmd *cobra.Command, file string) (*config.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// budgetsCmd shows each tenant's spend in its current budget period.
+func budgetsCmd() *cobra.Command {
+	var file string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "budgets",
+		Short: "Each tenant's spend in its current budget period: spent, held by calls in flight, limit, left, when it ends",
+		Long: `budgets reads the tenants and their budgets from --config FILE (its env: secrets are not needed;
+without it, the default config of belay serve: one tenant, "default", without a budget) and their
+spend from the store's ledger, which every gateway sharing the store writes to. Amounts are exact
+decimal dollars; "none" is no limit. With --config and no --store, the store is the config's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := killConfig(cmd, file)
+			if err != nil {
+				return err
+			}
+			return withStore(cmd, func(ctx context.Context, st store.Store) error {
+				bs, err := gateway.Budgets(ctx, cfg, st, time.Now())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), bs)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "TENANT\tPERIOD\tSPENT\tHELD\tLIMIT\tLEFT\tENDS")
+				for _, b := range bs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.Tenant, b.Period, dollars(b.SpentUSD), dollars(b.HeldUSD),
+						dollars(b.LimitUSD), dollars(b.LeftUSD), b.Ends.Format(time.RFC3339))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	c.Flags().StringVar(&file, "config", "", "the gateway's YAML config: its tenants and their budgets, and the store (default: those of belay serve without one)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the budgets as JSON")
+	return c
+}
+
+// dollars shows a decimal amount as "$1.20" ("none" as it is).
+func dollars(d string) string {
+	if d == "none" {
+		return d
+	}
+	return "$" + d
 }
 
 // unresolved stands for the environment when a config is read for its

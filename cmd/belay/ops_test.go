@@ -15,6 +15,7 @@ import (
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/gateway"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/open"
 	"github.com/belay-run/belay/trace"
@@ -930,5 +931,48 @@ func TestTraceShowRefusedOnly(t *testing.T) {
 	wantCode(t, err, 0, "")
 	if !strings.Contains(out, "(no messages: no call of the run reached a provider)") || strings.Contains(out, "capture: off") {
 		t.Errorf("trace show of a run refused at once:\n%s", out)
+	}
+}
+
+// belay budgets shows each tenant's spend in its current period, from the
+// ledger (newcomer finding, session 26: nothing showed a tenant's spend
+// but a refusal).
+func TestBudgets(t *testing.T) {
+	dir := t.TempDir()
+	url := "sqlite://" + filepath.Join(dir, "budgets.db")
+	st, err := open.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	spend := func(id string, scope budget.Scope, usd budget.USD, spent bool) {
+		t.Helper()
+		r := budget.Reservation{ID: id, Amount: usd, Spend: spent, Scopes: []budget.ScopeLimit{{Scope: scope}}, ExpiresAt: now.Add(time.Hour)}
+		if err := st.Reserve(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spend("s1", budget.TenantScope("acme", budget.Day, now), budget.Micros(250_000), true)
+	spend("h1", budget.TenantScope("acme", budget.Day, now), budget.Micros(100_000), false)
+	spend("s2", budget.TenantScope("globex", budget.Month, now), budget.Micros(1_500), true)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeText(t, dir, "belay.yaml", "store: "+url+"\ntenants:\n"+
+		"  - {name: acme, key: env:ACME_KEY, budget: {usd: \"1.00\", period: day}}\n"+
+		"  - {name: globex, key: env:GLOBEX_KEY}\n")
+	out, _, err := belayArgs(t, "budgets", "--config", cfg)
+	wantCode(t, err, 0, "")
+	day := budget.Day.End(now).Format(time.RFC3339)
+	month := budget.Month.End(now).Format(time.RFC3339)
+	wantLines(t, out, "TENANT  PERIOD  SPENT    HELD   LIMIT  LEFT   ENDS", "acme    day     $0.25    $0.10  $1.00  $0.65  "+day,
+		"globex  month   $0.0015  $0.00  none   none   "+month)
+	out, _, err = belayArgs(t, "budgets", "--config", cfg, "--json")
+	wantCode(t, err, 0, "")
+	var bs []gateway.BudgetStatus
+	if err := json.Unmarshal([]byte(out), &bs); err != nil || len(bs) != 2 || bs[0].SpentUSD != "0.25" || bs[0].HeldUSD != "0.10" ||
+		bs[0].LeftUSD != "0.65" || bs[1].LimitUSD != "none" {
+		t.Errorf("--json: %v %+v", err, bs)
 	}
 }

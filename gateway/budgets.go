@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/belay-run/belay/budget"
+	"github.com/belay-run/belay/config"
+	"github.com/belay-run/belay/run"
+)
+
+// BudgetStatus is one tenant's spend in its current budget period, as the
+// ledger holds it (every gateway sharing the store counts there).
+// Amounts are decimal dollars, exact, as X-Belay-Cost-Usd gives them.
+type BudgetStatus struct {
+	Tenant string `json:"tenant"`
+	// Period is "day" or "month" (UTC); Scope the period's ledger scope
+	// ("tenant:acme:2026-12").
+	Period string `json:"period"`
+	Scope  string `json:"scope"`
+	// LimitUSD is the budget per period, "none" when it has none;
+	// LeftUSD what it leaves after the spent and the held, "none" then too
+	// (and "0" once used up).
+	LimitUSD string `json:"limit_usd"`
+	SpentUSD string `json:"spent_usd"`
+	// HeldUSD is reserved by calls in flight (or settles not yet written).
+	HeldUSD string    `json:"held_usd"`
+	LeftUSD string    `json:"left_usd"`
+	Ends    time.Time `json:"ends"`
+}
+
+// Budgets returns, for each of cfg's tenants (the open gateway's
+// "default" when it has none), its spend in the budget period holding now,
+// read from ledger. An error reading a scope is returned with the
+// tenant's name. Safe for concurrent use as the ledger is.
+func Budgets(ctx context.Context, cfg *config.Config, ledger budget.Ledger, now time.Time) ([]BudgetStatus, error) {
+	type tb struct {
+		name   string
+		limit  budget.USD
+		period budget.Period
+	}
+	var tenants []tb
+	for _, t := range cfg.Tenants {
+		tenants = append(tenants, tb{t.Name, t.Budget.USD.V(), budget.Period(t.Budget.Period)})
+	}
+	if len(tenants) == 0 {
+		tenants = append(tenants, tb{name: run.DefaultTenant})
+	}
+	out := make([]BudgetStatus, 0, len(tenants))
+	for _, t := range tenants {
+		p := t.period
+		if p != budget.Day {
+			p = budget.Month
+		}
+		scope := budget.TenantScope(t.name, p, now)
+		b, err := ledger.Balance(ctx, scope)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: budget of tenant %s: %w", t.name, err)
+		}
+		st := BudgetStatus{Tenant: t.name, Period: string(p), Scope: string(scope), LimitUSD: "none",
+			SpentUSD: b.Settled.Decimal(), HeldUSD: b.Reserved.Decimal(), LeftUSD: "none", Ends: p.End(now)}
+		if t.limit > 0 {
+			left := t.limit.Sub(b.Settled).Sub(b.Reserved)
+			if left < 0 {
+				left = 0
+			}
+			st.LimitUSD, st.LeftUSD = t.limit.Decimal(), left.Decimal()
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
