@@ -20,6 +20,7 @@ import (
 	"github.com/belay-run/belay/config"
 	"github.com/belay-run/belay/failure"
 	"github.com/belay-run/belay/gateway"
+	"github.com/belay-run/belay/internal/suggest"
 	belayrun "github.com/belay-run/belay/run"
 	"github.com/belay-run/belay/store"
 	"github.com/belay-run/belay/store/open"
@@ -191,6 +192,11 @@ func runsCmd() *cobra.Command {
 				if len(runs) > want {
 					runs = runs[:want]
 					fmt.Fprintf(cmd.ErrOrStderr(), "(older runs not shown; --limit N shows more)\n")
+				}
+				if len(runs) == 0 && (f.Agent != "" || f.Tenant != "") {
+					// A name that matches nothing is most often a slip
+					// (newcomer finding: --agent Support for support).
+					noteNames(ctx, cmd.ErrOrStderr(), st, f)
 				}
 				if !cmd.Flags().Changed("store") {
 					// Which store was read, when the command line does
@@ -649,6 +655,47 @@ func killConfig(cmd *cobra.Command, file string) (*config.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// noteNames writes, for a --tenant or --agent that matched no run, the
+// names the newest runs (of the status and time filters) have, with the
+// nearest as a "did you mean".
+func noteNames(ctx context.Context, w io.Writer, st store.Store, f store.RunFilter) {
+	g := f
+	g.Tenant, g.Agent, g.Limit = "", "", 500
+	runs, err := st.ListRuns(ctx, g)
+	if err != nil {
+		return
+	}
+	for _, c := range []struct {
+		flag, name string
+		of         func(store.Run) string
+	}{
+		{"--tenant", f.Tenant, func(r store.Run) string { return r.Tenant }},
+		{"--agent", f.Agent, func(r store.Run) string { return r.Agent }},
+	} {
+		if c.name == "" {
+			continue
+		}
+		var names []string
+		for _, r := range runs {
+			if n := c.of(r); n != "" && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 || slices.Contains(names, c.name) {
+			continue // none to show, or the name is right and another filter left nothing
+		}
+		hint := ""
+		if near := suggest.Closest(c.name, names); near != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		slices.Sort(names)
+		if len(names) > 10 {
+			names = append(names[:10], "…")
+		}
+		fmt.Fprintf(w, "(no run has %s %q%s; the newest runs have %s)\n", c.flag, c.name, hint, strings.Join(names, ", "))
+	}
 }
 
 // budgetsCmd shows each tenant's spend in its current budget period.

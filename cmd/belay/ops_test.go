@@ -172,10 +172,19 @@ func TestRuns(t *testing.T) {
 	out, _, err = belay(t, url, "runs", "--agent", "support")
 	wantCode(t, err, 0, "")
 	wantLines(t, out, "r1  ", "r2  ")
-	out, _, err = belay(t, url, "runs", "--agent", "billing")
+	out, errOut, err := belay(t, url, "runs", "--agent", "billing")
 	wantCode(t, err, 0, "")
-	if strings.Contains(out, "r1  ") || strings.Contains(out, "r2  ") {
-		t.Errorf("--agent billing:\n%s", out)
+	if strings.Contains(out, "r1  ") || strings.Contains(out, "r2  ") || !strings.Contains(errOut, `(no run has --agent "billing"; the newest runs have support)`) {
+		t.Errorf("--agent billing:\n%s\nstderr %q", out, errOut)
+	}
+	// A slip of a name is pointed at (newcomer finding, session 26).
+	_, errOut, err = belay(t, url, "runs", "--agent", "Support", "--tenant", "acmee")
+	wantCode(t, err, 0, "")
+	for _, want := range []string{`(no run has --tenant "acmee" (did you mean "acme"?); the newest runs have acme, globex)`,
+		`(no run has --agent "Support" (did you mean "support"?); the newest runs have support)`} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q lacks %q", errOut, want)
+		}
 	}
 	_, _, err = belay(t, url, "runs", "--status", "exploded")
 	wantCode(t, err, 2, "want running, succeeded, failed or stopped")
@@ -195,7 +204,7 @@ func TestRuns(t *testing.T) {
 	wantCode(t, err, 2, `--since "yesterday": want a duration (720h) or a whole number of days (30d)`)
 
 	// A list cut at --limit says so; one that is whole does not.
-	out, errOut, err := belay(t, url, "runs", "--limit", "1")
+	out, errOut, err = belay(t, url, "runs", "--limit", "1")
 	wantCode(t, err, 0, "")
 	if !strings.Contains(out, "r2  ") || strings.Contains(out, "r1  ") || !strings.Contains(errOut, "older runs not shown") {
 		t.Errorf("--limit 1: stdout\n%s\nstderr %q", out, errOut)
