@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/belay-run/belay/dialect/anthropic"
 	"github.com/belay-run/belay/dialect/openai"
@@ -56,6 +57,9 @@ type runAnswer struct {
 	Status  string    `json:"status"`
 	CostUSD string    `json:"cost_usd"`
 	Run     store.Run `json:"run"`
+	// Note, on an end answer, says that the run had ended before this
+	// request, which then changed nothing (its first ending is kept).
+	Note string `json:"note,omitempty"`
 }
 
 // maxEndBody bounds the body of an end request.
@@ -116,7 +120,11 @@ func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, err error) 
 }
 
 func (s *Server) answerRun(w http.ResponseWriter, id string, rec store.Run) {
-	writeJSON(w, http.StatusOK, runAnswer{Object: "belay.run", ID: id, Status: string(rec.Status), CostUSD: rec.Cost.Decimal(), Run: rec})
+	s.answerRunNote(w, id, rec, "")
+}
+
+func (s *Server) answerRunNote(w http.ResponseWriter, id string, rec store.Run, note string) {
+	writeJSON(w, http.StatusOK, runAnswer{Object: "belay.run", ID: id, Status: string(rec.Status), CostUSD: rec.Cost.Decimal(), Run: rec, Note: note})
 }
 
 // getRun serves GET /v1/belay/runs/{id}: the run's record as the store
@@ -155,6 +163,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 // body ends the run by its last call's outcome; an error without a status
 // ends it failed.
 func (s *Server) endRun(w http.ResponseWriter, r *http.Request) {
+	asked := time.Now()
 	tenant, id, key, ok := s.runOf(w, r)
 	if !ok {
 		return
@@ -202,7 +211,17 @@ func (s *Server) endRun(w http.ResponseWriter, r *http.Request) {
 	default:
 		// Ended; a write still pending (ctx ended first) finishes in the
 		// background, and the record returned is the process's own.
-		s.answerRun(w, id, rec)
+		note := ""
+		if !rec.Ended.IsZero() && rec.Ended.Before(asked) {
+			// Newcomer finding: a second end asking another status got
+			// 200 with the first one, and nothing said why.
+			how := string(rec.Status)
+			if rec.StopReason != "" {
+				how += ", " + rec.StopReason
+			}
+			note = fmt.Sprintf("the run had already ended (%s) at %s: its first ending is kept", how, rec.Ended.UTC().Format(time.RFC3339))
+		}
+		s.answerRunNote(w, id, rec, note)
 	}
 }
 

@@ -212,8 +212,16 @@ func TestRunAPIRefusals(t *testing.T) {
 		t.Fatalf("after the refusals: %s, %d turns; want running, 1", rec.Status, rec.Turns)
 	}
 	code, body := h.runAPI("POST", "/v1/belay/runs/r1/end", `{"status":"failed"}`, acme)
-	if a := decodeRun(t, body); code != 200 || a.ID != "r1" || a.Run.ID != "acme~r1" || a.Status != "failed" || a.Run.Error != "ended by its client as failed" {
+	if a := decodeRun(t, body); code != 200 || a.ID != "r1" || a.Run.ID != "acme~r1" || a.Status != "failed" || a.Run.Error != "ended by its client as failed" ||
+		strings.Contains(body, `"note"`) {
 		t.Fatalf("end: %d %s", code, body)
+	}
+	// Ending it again, as succeeded, keeps the first ending and says so
+	// (newcomer finding, session 26: 200 with "failed", and no word).
+	code, body = h.runAPI("POST", "/v1/belay/runs/r1/end", `{"status":"succeeded"}`, acme)
+	if code != 200 || !strings.Contains(body, `"status":"failed"`) || !strings.Contains(body, `"note":"the run had already ended (failed) at `) ||
+		!strings.Contains(body, `: its first ending is kept"`) {
+		t.Errorf("a second end: %d %s", code, body)
 	}
 }
 
