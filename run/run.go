@@ -146,10 +146,6 @@ func (r *Run) recordRunSpan() {
 	r.m.sink.Record(r.runSpan())
 }
 
-// runSpanReadTimeout bounds the ledger reads that raise a run span's
-// counts to every process's (runSpan).
-const runSpanReadTimeout = 2 * time.Second
-
 // deadlineFailure is the cause a run's context ends with at its deadline.
 func (r *Run) deadlineFailure() *failure.Error {
 	return &failure.Error{Kind: failure.Fatal, Reason: failure.DeadlineExceeded,

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"time"
 
 	"github.com/belay-run/belay/budget"
 	"github.com/belay-run/belay/failure"
@@ -57,18 +58,23 @@ func failAttrs(attrs map[string]any, err error) {
 
 // runSpan is the run's span as of now: "invoke_agent {agent}".
 //
-// A run that other processes may serve (not Single) has its turns, tokens
-// and cost raised to the ledger's, as its record is: every process that
-// serves a step of the run writes the span, under one id, and each must
-// write the whole run's counts, not its own share (adversarial review,
-// session 26: the span said 1 turn of 4, each replica overwriting it).
+// runSpanReadTimeout bounds the ledger reads that raise a run span's
+// counts to every process's.
+const runSpanReadTimeout = 2 * time.Second
+
+// An ended run that other processes may serve (not Single) has its turns,
+// tokens and cost raised to the ledger's, as its record is: every process
+// that serves a step of the run writes the span, under one id, and the
+// last one written must hold the whole run's counts, not its writer's
+// share (adversarial review, session 26: the span said 1 turn of 4, each
+// replica overwriting it). A running run's span is written again when it
+// ends, so its ledger is not read before then (not at its start).
 func (r *Run) runSpan() trace.Span {
 	r.mu.Lock()
-	rec := r.rec
-	costEstimated, dropped, events := r.costEstimated, r.eventsDropped, r.events
-	sp := runSpanOf(rec, costEstimated, dropped, events) // events copied under the lock
+	rec, ended := r.rec, r.ended
+	sp := runSpanOf(rec, r.costEstimated, r.eventsDropped, r.events) // events copied under the lock
 	r.mu.Unlock()
-	if !r.ledgerCounts() {
+	if !ended || !r.ledgerCounts() {
 		return sp
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runSpanReadTimeout)
