@@ -354,10 +354,7 @@ func effectiveProviders(s *Suite, sc *Scenario) Providers {
 
 func (hs *harnessSet) get(ctx context.Context, sc *Scenario) (Harness, error) {
 	p := effectiveProviders(hs.suite, sc)
-	key := fmt.Sprintf("%+v|%s", p.Sim, p.Config)
-	if p.Sim != nil {
-		key = fmt.Sprintf("%+v|%s", *p.Sim, p.Config)
-	}
+	key := p.Key()
 	hs.mu.Lock()
 	e, ok := hs.byKey[key]
 	if !ok {

@@ -103,7 +103,7 @@ const maxAgentName = 128
 // valueFlags are their flags that take the next argument as a value
 // (python3 -W ignore agent.py, node --require dotenv/config agent.js).
 var (
-	interpreters = []string{"python", "pypy", "pypy3", "node", "nodejs", "deno", "bun", "ruby", "perl", "php",
+	interpreters = []string{"python", "pypy", "node", "nodejs", "deno", "bun", "ruby", "perl", "php",
 		"bash", "sh", "zsh", "uv", "tsx", "ts-node"}
 	launchers  = []string{"deno", "bun", "uv"}
 	valueFlags = []string{"-W", "-X", "-r", "--require", "--import", "--loader", "--experimental-loader", "-I", "--env-file"}
@@ -171,6 +171,15 @@ func (a AgentSpec) Label() string {
 type Providers struct {
 	Sim    *SimSpec `yaml:"sim"`
 	Config string   `yaml:"config"`
+}
+
+// Key names the setup: two Providers with one Key are the same setup (one
+// harness serves both).
+func (p Providers) Key() string {
+	if p.Sim == nil {
+		return "<nil>|" + p.Config
+	}
+	return fmt.Sprintf("%+v|%s", *p.Sim, p.Config)
 }
 
 // SimSpec configures the simulated deployments.

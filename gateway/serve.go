@@ -361,7 +361,7 @@ func approvalStoreArg(cfg *config.Config) string {
 		}
 		return "--store " + shellword.Quote("sqlite://"+path)
 	}
-	if strings.HasPrefix(strings.ToLower(cfg.Store), "memory://") {
+	if InMemoryStore(cfg.Store) {
 		return ""
 	}
 	if cfg.Path != "" {

@@ -83,7 +83,7 @@ func TestStartRunNegativeLimit(t *testing.T) {
 // is cut at timeouts.client_write, see package inproc), the call is
 // charged, and the run's next call goes ahead (adversarial review: in
 // process the next call waited for its context's end).
-func TestUnreadBodyCutAtClientWrite(t *testing.T) {
+func TestUnreadAnswerDoesNotHoldTheRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		cfg, err := config.Parse([]byte("store: memory://\ntimeouts: {client_write: 1s}\n"), "inline.yaml", func(string) (string, bool) { return "", false })

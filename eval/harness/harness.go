@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -408,12 +409,12 @@ func matchAny(patterns []string, name string) bool {
 func TimeoutNotes(s *eval.Suite) []string {
 	setups := []eval.Providers{s.Providers}
 	for i := range s.Scenarios {
-		if p := s.Scenarios[i].Providers; p != nil {
+		// Each setup once: a config file is read once, not per scenario.
+		if p := s.Scenarios[i].Providers; p != nil && !slices.ContainsFunc(setups, func(q eval.Providers) bool { return q.Key() == p.Key() }) {
 			setups = append(setups, *p)
 		}
 	}
 	limit := time.Duration(s.Timeout)
-	seen := map[string]bool{}
 	var notes []string
 	for _, p := range setups {
 		cfg, err := configFor(s, p)
@@ -452,10 +453,7 @@ func TimeoutNotes(s *eval.Suite) []string {
 		n := fmt.Sprintf("%s: attempt timeouts not shorter than the suite's timeout %s, on %s%s: "+
 			"a hang there stops the agent (reason timeout) before belay can retry or fall back; %s",
 			where, limit, what, strings.Join(deps, ", "), fix)
-		if !seen[n] {
-			seen[n] = true
-			notes = append(notes, n)
-		}
+		notes = append(notes, n)
 	}
 	return notes
 }
