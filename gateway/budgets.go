@@ -35,37 +35,31 @@ type BudgetStatus struct {
 // read from ledger. An error reading a scope is returned with the
 // tenant's name. Safe for concurrent use as the ledger is.
 func Budgets(ctx context.Context, cfg *config.Config, ledger budget.Ledger, now time.Time) ([]BudgetStatus, error) {
-	type tb struct {
-		name   string
-		limit  budget.USD
-		period budget.Period
-	}
-	var tenants []tb
-	for _, t := range cfg.Tenants {
-		tenants = append(tenants, tb{t.Name, t.Budget.USD.V(), budget.Period(t.Budget.Period)})
-	}
-	if len(tenants) == 0 {
-		tenants = append(tenants, tb{name: run.DefaultTenant})
-	}
-	out := make([]BudgetStatus, 0, len(tenants))
-	for _, t := range tenants {
-		p := t.period
-		if p != budget.Day {
-			p = budget.Month
+	names := []string{run.DefaultTenant} // the open gateway's one tenant
+	if len(cfg.Tenants) > 0 {
+		names = names[:0]
+		for _, t := range cfg.Tenants {
+			names = append(names, t.Name)
 		}
-		scope := budget.TenantScope(t.name, p, now)
+	}
+	budgets := tenantBudgets(cfg) // as the runs are bounded
+	out := make([]BudgetStatus, 0, len(names))
+	for _, name := range names {
+		tb, _ := budgets(name)
+		p := tb.Period
+		if p != budget.Day {
+			p = budget.Month // as TenantScope counts any other
+		}
+		scope := budget.TenantScope(name, p, now)
 		b, err := ledger.Balance(ctx, scope)
 		if err != nil {
-			return nil, fmt.Errorf("gateway: budget of tenant %s: %w", t.name, err)
+			return nil, fmt.Errorf("gateway: budget of tenant %s: %w", name, err)
 		}
-		st := BudgetStatus{Tenant: t.name, Period: string(p), Scope: string(scope), LimitUSD: "none",
+		st := BudgetStatus{Tenant: name, Period: string(p), Scope: string(scope), LimitUSD: "none",
 			SpentUSD: b.Settled.Decimal(), HeldUSD: b.Reserved.Decimal(), LeftUSD: "none", Ends: p.End(now)}
-		if t.limit > 0 {
-			left := t.limit.Sub(b.Settled).Sub(b.Reserved)
-			if left < 0 {
-				left = 0
-			}
-			st.LimitUSD, st.LeftUSD = t.limit.Decimal(), left.Decimal()
+		if tb.Limit > 0 {
+			left := max(tb.Limit.Sub(b.Settled).Sub(b.Reserved), 0)
+			st.LimitUSD, st.LeftUSD = tb.Limit.Decimal(), left.Decimal()
 		}
 		out = append(out, st)
 	}
