@@ -35,12 +35,9 @@ type BudgetStatus struct {
 // read from ledger. An error reading a scope is returned with the
 // tenant's name. Safe for concurrent use as the ledger is.
 func Budgets(ctx context.Context, cfg *config.Config, ledger budget.Ledger, now time.Time) ([]BudgetStatus, error) {
-	names := []string{run.DefaultTenant} // the open gateway's one tenant
-	if len(cfg.Tenants) > 0 {
-		names = names[:0]
-		for _, t := range cfg.Tenants {
-			names = append(names, t.Name)
-		}
+	names := tenantNames(cfg)
+	if len(names) == 0 {
+		names = []string{run.DefaultTenant} // the open gateway's one tenant
 	}
 	budgets := tenantBudgets(cfg) // as the runs are bounded
 	out := make([]BudgetStatus, 0, len(names))
